@@ -1,0 +1,39 @@
+#pragma once
+// What a solve reports: the residual history and where the time and work went.
+#include <optional>
+#include <vector>
+
+#include "weft/mgrit/types.hpp"
+
+namespace weft::mgrit {
+
+struct Statistics {
+  std::vector<index_t> intervals_per_level;  ///< the hierarchy actually built
+  std::vector<index_t> steps_per_level;      ///< step evaluations on this rank, per level
+  double setup_seconds = 0;                  ///< hierarchy, distribution, storage
+  double solve_seconds = 0;                  ///< the whole solve() call on this rank
+  double step_seconds = 0;                   ///< inside sweeps: steps and vector operations
+  double comm_seconds = 0;                   ///< waiting for messages and collectives
+  double other_seconds() const { return solve_seconds - step_seconds - comm_seconds; }
+  index_t total_steps() const {
+    index_t s = 0;
+    for (index_t n : steps_per_level) s += n;
+    return s;
+  }
+};
+
+struct Result {
+  int iterations = 0;
+  bool converged = false;
+  /// One entry per iteration; empty where the convention measures none (skip, residual off).
+  std::vector<std::optional<double>> residuals;
+  /// r_k / r_{k-1} where both exist.
+  std::vector<std::optional<double>> factors;
+  std::optional<double> final_residual() const {
+    for (auto it = residuals.rbegin(); it != residuals.rend(); ++it)
+      if (*it) return *it;
+    return std::nullopt;
+  }
+};
+
+}  // namespace weft::mgrit

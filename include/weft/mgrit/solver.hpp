@@ -1,0 +1,780 @@
+#pragma once
+// The MGRIT solver: FAS multigrid-reduction-in-time over MPI for any App (see app.hpp).
+//
+//   MyApp app;
+//   weft::mgrit::Solver<MyApp> solver(app, MPI_COMM_WORLD, TimeGrid::uniform(0, 5, 100),
+//                                     Options().max_levels(3).abs_tol(1e-10));
+//   Result result = solver.solve();
+//
+// Algorithm and conventions: shared/DESIGN.md and docs/mgrit.md. In short, every operation on
+// a level is a *sweep*: one left-to-right pass in which a point's new value depends only on its
+// predecessor. F-points are stepped from their predecessor (a chain inside each interval),
+// C-points are relaxed or give a residual from their predecessor. A sweep walks the local
+// intervals from the last to the first, so that the value the right neighbour waits for is sent
+// first, and the value from the left neighbour is needed last.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/mgrit/app.hpp"
+#include "weft/mgrit/hierarchy.hpp"
+#include "weft/mgrit/options.hpp"
+#include "weft/mgrit/result.hpp"
+#include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace weft::mgrit {
+
+template <class App>
+class Solver {
+ public:
+  using State = typename App::State;
+  using Ops = AppOps<App>;
+
+  /// A hierarchy of uniform coarsening (Options::cfactor per level).
+  Solver(App& app, MPI_Comm comm, const TimeGrid& grid, Options options)
+      : Solver(app, comm, grid, nullptr, std::move(options)) {}
+
+  /// Explicit coarse levels: `coarse_levels[l]` lists the fine indices (the user's numbering)
+  /// of the points of level l+1; each list is a subset of the one above.
+  Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
+         const std::vector<std::vector<index_t>>& coarse_levels, Options options)
+      : Solver(app, comm, grid, &coarse_levels, std::move(options)) {}
+
+  /// Runs the iterations; every rank of the communicator must call it.
+  Result solve();
+
+  const Options& options() const { return options_; }
+  const Hierarchy& hierarchy() const { return hierarchy_; }
+  const Statistics& statistics() const { return stats_; }
+  MPI_Comm comm() const { return comm_.get(); }
+
+  /// This rank's fine points in the user's numbering: [local_begin(), local_end()).
+  index_t local_begin() const { return direction_ == Direction::Forward ? fine().lo : last_ - fine().hi + 1; }
+  index_t local_end() const { return direction_ == Direction::Forward ? fine().hi : last_ - fine().lo + 1; }
+  /// The rank that owns fine point `index` (user numbering).
+  int owner(index_t index) const;
+  /// The final value at fine point `index` (user numbering), or nullptr when this rank does not
+  /// own it or does not store it (C-point storage keeps F-points only during sweeps).
+  const State* state(index_t index) const;
+  State* state(index_t index) {
+    return const_cast<State*>(static_cast<const Solver*>(this)->state(index));
+  }
+
+ private:
+  enum class CAction { None, Relax, Residual };
+  struct Sweep {
+    bool recompute_f = true;  ///< F-points get Phi(predecessor) (+ g); else keep stored values
+    CAction c = CAction::None;
+    double weight = 1.0;      ///< C-relaxation weight
+    bool sequential = false;  ///< every point > 0 is stepped in one chain (a sequential solve)
+    bool done = false;        ///< StepInfo::done
+  };
+
+  struct Level {
+    const LevelGrid* grid = nullptr;
+    index_t lo = 0, hi = 0;            ///< local points [lo, hi) on this level
+    int left = -1, right = -1;         ///< ranks of the nearest non-empty neighbours
+    index_t c_begin = 0, c_end = 0;    ///< local C-points: grid->cpoints[c_begin, c_end)
+    bool store_all = true;
+    bool g_active = false;             ///< FAS right-hand side present (coarse levels)
+    std::vector<State> u, v, g;        ///< one slot per local point (v, g on coarse levels)
+    State tmp[2]{}, res{}, recv_state{}, proto{};
+    std::vector<char> send_buf, recv_buf;
+    MPI_Request send_req = MPI_REQUEST_NULL, recv_req = MPI_REQUEST_NULL;
+    index_t steps = 0;
+    bool empty() const { return lo == hi; }
+  };
+
+  Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
+         const std::vector<std::vector<index_t>>* coarse_levels, Options options);
+
+  const Level& fine() const { return levels_.front(); }
+  int coarsest() const { return static_cast<int>(levels_.size()) - 1; }
+  bool xbraid() const { return options_.convention() == Convention::XBraid; }
+  bool solved_sequentially(int l) const {
+    return l == coarsest() && (!options_.relax_only_coarsest() || coarsest() == 0);
+  }
+  index_t user_index(const Level& L, index_t i) const {
+    const index_t f = L.grid->fine[static_cast<size_t>(i)];
+    return direction_ == Direction::Forward ? f : last_ - f;
+  }
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // --- building blocks -------------------------------------------------------------------
+  void step(Level& L, int l, const State& in, State& out, index_t i, bool done, bool add_g) {
+    StepInfo info;
+    info.level = l;
+    info.from = user_index(L, i - 1);
+    info.to = user_index(L, i);
+    info.done = done;
+    info.direction = direction_;
+    app_.step(in, out, L.grid->times[static_cast<size_t>(i - 1)],
+              L.grid->times[static_cast<size_t>(i)], info);
+    if (add_g && L.g_active) Ops::sum(app_, 1.0, L.g[static_cast<size_t>(i - L.lo)], 1.0, out);
+    ++L.steps;
+  }
+  State& u_at(Level& L, index_t i) { return L.u[static_cast<size_t>(i - L.lo)]; }
+
+  bool needs_predecessor(const Level& L, const Sweep& sw, index_t i) const {
+    if (i <= 0) return false;
+    if (sw.sequential) return true;
+    if (L.grid->is_cpoint(i)) return sw.c != CAction::None;
+    return sw.recompute_f;
+  }
+  bool known_at_start(const Level& L, const Sweep& sw, index_t i) const {
+    if (i == 0) return true;
+    if (sw.sequential) return false;
+    return L.grid->is_cpoint(i) || !sw.recompute_f;
+  }
+
+  void post_recv(Level& L, int l);
+  void wait_recv(Level& L);
+  void send(Level& L, int l, const State& s);
+  void finish_send(Level& L);
+
+  template <class Visit>
+  const State* walk(Level& L, int l, const State* s, index_t a, index_t b, const Sweep& sw,
+                    Visit& visit);
+  template <class Visit, class OnResidual>
+  void sweep(int l, Sweep sw, Visit&& visit, OnResidual&& on_residual);
+  template <class Visit>
+  void sweep(int l, Sweep sw, Visit&& visit) {
+    sweep(l, sw, std::forward<Visit>(visit), [](index_t, index_t, const State&) {});
+  }
+  void sweep(int l, Sweep sw) {
+    sweep(l, sw, [](index_t, const State&) {});
+  }
+
+  void f_relax(int l) { sweep(l, Sweep{}); }
+  void c_relax(int l, double weight) {
+    Sweep sw;
+    sw.recompute_f = false;
+    sw.c = CAction::Relax;
+    sw.weight = weight;
+    sweep(l, sw);
+  }
+  void inject(int l);
+  void fas_rhs(int l);
+  void restrict_to(int l, Sweep sw, bool measure);
+  void interpolate(int coarse_level, bool relax_first);
+  void assign_from_coarse(int coarse_level);
+  void coarse_solve();
+  void cycle_xbraid(int l, Cycle type);
+  void cycle_pymgrit(int l, Cycle type, bool first_f, int iteration);
+  void skip_phase();
+  void nested_phase();
+  void final_sweep();
+  void initialize();
+  double reduce_residual();
+  void accumulate_residual(double norm);
+
+  App& app_;
+  mpi::OwnedComm comm_;
+  int rank_ = 0;
+  int ranks_ = 1;
+  Options options_;
+  Direction direction_;
+  TimeGrid grid_;  ///< internal order: always marching from point 0
+  Hierarchy hierarchy_;
+  index_t last_ = 0;  ///< N, the last fine index
+  std::vector<Level> levels_;
+  std::vector<int> owner_by_position_;
+  Statistics stats_;
+  bool solved_once_ = false;
+  double residual_acc_ = 0;
+  double comm_time_ = 0;
+  double sweep_time_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------
+// Construction
+
+template <class App>
+Solver<App>::Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
+                    const std::vector<std::vector<index_t>>* coarse_levels, Options options)
+    : app_(app),
+      comm_(comm),
+      options_(std::move(options)),
+      direction_(options_.direction()),
+      grid_(direction_ == Direction::Forward ? grid : grid.reversed()) {
+  const double t_setup = now();
+  options_.validate();
+  rank_ = mpi::rank(comm_.get());
+  ranks_ = mpi::size(comm_.get());
+  last_ = grid_.intervals();
+  if (coarse_levels) {
+    std::vector<std::vector<index_t>> internal = *coarse_levels;
+    if (direction_ == Direction::Reverse)
+      for (auto& list : internal) {
+        for (auto& i : list) i = last_ - i;
+        std::reverse(list.begin(), list.end());
+      }
+    if (static_cast<int>(internal.size()) + 1 > options_.max_levels())
+      throw InvalidOption("explicit levels: " + std::to_string(internal.size() + 1) +
+                          " levels given but max_levels is " +
+                          std::to_string(options_.max_levels()));
+    hierarchy_ = Hierarchy::from_levels(grid_, internal, options_);
+  } else {
+    hierarchy_ = Hierarchy::uniform(grid_, options_);
+  }
+
+  const Distribution dist(grid_.points(), ranks_, direction_);
+  const int position = dist.position_of_rank(rank_);
+  levels_.resize(static_cast<size_t>(hierarchy_.levels()));
+  for (int l = 0; l < hierarchy_.levels(); ++l) {
+    Level& L = levels_[static_cast<size_t>(l)];
+    L.grid = &hierarchy_.level(l);
+    const auto& fine_idx = L.grid->fine;
+    auto range = [&](int q) {
+      const auto lo = std::lower_bound(fine_idx.begin(), fine_idx.end(), dist.begin(q));
+      const auto hi = std::lower_bound(fine_idx.begin(), fine_idx.end(), dist.end(q));
+      return std::pair<index_t, index_t>(lo - fine_idx.begin(), hi - fine_idx.begin());
+    };
+    std::tie(L.lo, L.hi) = range(position);
+    for (int q = position - 1; q >= 0 && L.left < 0; --q) {
+      const auto r = range(q);
+      if (r.first < r.second) L.left = dist.rank_at_position(q);
+    }
+    for (int q = position + 1; q < ranks_ && L.right < 0; ++q) {
+      const auto r = range(q);
+      if (r.first < r.second) L.right = dist.rank_at_position(q);
+    }
+    const auto& cp = L.grid->cpoints;
+    L.c_begin = std::lower_bound(cp.begin(), cp.end(), L.lo) - cp.begin();
+    L.c_end = std::lower_bound(cp.begin(), cp.end(), L.hi) - cp.begin();
+    L.store_all = l == coarsest() || options_.storage_at(l) == Storage::All;
+    const auto n = static_cast<size_t>(L.hi - L.lo);
+    L.u.resize(n);
+    if (l > 0) {
+      L.v.resize(n);
+      L.g.resize(n);
+    }
+  }
+  owner_by_position_.resize(static_cast<size_t>(ranks_));
+  for (int q = 0; q < ranks_; ++q) owner_by_position_[static_cast<size_t>(q)] = dist.rank_at_position(q);
+  stats_.intervals_per_level = hierarchy_.intervals_per_level();
+  stats_.steps_per_level.assign(levels_.size(), 0);
+  stats_.setup_seconds = now() - t_setup;
+}
+
+template <class App>
+int Solver<App>::owner(index_t index) const {
+  const index_t internal = direction_ == Direction::Forward ? index : last_ - index;
+  const Distribution dist(grid_.points(), ranks_, direction_);
+  for (int q = 0; q < ranks_; ++q)
+    if (internal >= dist.begin(q) && internal < dist.end(q)) return dist.rank_at_position(q);
+  throw InvalidOption("point index " + std::to_string(index) + " is outside the grid [0, " +
+                      std::to_string(last_) + "]");
+}
+
+template <class App>
+auto Solver<App>::state(index_t index) const -> const State* {
+  const index_t internal = direction_ == Direction::Forward ? index : last_ - index;
+  const Level& L = fine();
+  if (internal < L.lo || internal >= L.hi) return nullptr;
+  if (!L.store_all && !L.grid->is_cpoint(internal)) return nullptr;
+  return &L.u[static_cast<size_t>(internal - L.lo)];
+}
+
+// ------------------------------------------------------------------------------------------
+// Messages: one state per rank boundary per sweep, left to right in chain order.
+
+template <class App>
+void Solver<App>::post_recv(Level& L, int l) {
+  const std::size_t bytes = Ops::buffer_size(app_, L.proto);
+  L.recv_buf.resize(bytes);
+  mpi::check(MPI_Irecv(L.recv_buf.data(), static_cast<int>(bytes), MPI_BYTE, L.left, 100 + l,
+                       comm_.get(), &L.recv_req),
+             "MPI_Irecv");
+}
+
+template <class App>
+void Solver<App>::wait_recv(Level& L) {
+  const double t = now();
+  MPI_Status status;
+  mpi::check(MPI_Wait(&L.recv_req, &status), "MPI_Wait (receive)");
+  comm_time_ += now() - t;
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  if (static_cast<std::size_t>(count) != L.recv_buf.size())
+    throw MpiError(mpi::where(comm_.get()) + ": received a state of " + std::to_string(count) +
+                   " bytes, expected " + std::to_string(L.recv_buf.size()) +
+                   " (App::buffer_size differs between ranks?)");
+  Ops::unpack(app_, L.recv_buf.data(), L.recv_state);
+}
+
+template <class App>
+void Solver<App>::send(Level& L, int l, const State& s) {
+  const std::size_t bytes = Ops::buffer_size(app_, s);
+  L.send_buf.resize(bytes);
+  Ops::pack(app_, s, L.send_buf.data());
+  mpi::check(MPI_Isend(L.send_buf.data(), static_cast<int>(bytes), MPI_BYTE, L.right, 100 + l,
+                       comm_.get(), &L.send_req),
+             "MPI_Isend");
+}
+
+template <class App>
+void Solver<App>::finish_send(Level& L) {
+  if (L.send_req == MPI_REQUEST_NULL) return;
+  const double t = now();
+  mpi::check(MPI_Wait(&L.send_req, MPI_STATUS_IGNORE), "MPI_Wait (send)");
+  comm_time_ += now() - t;
+}
+
+// ------------------------------------------------------------------------------------------
+// Sweeps
+
+// Values of points a+1 .. b-1 (F-points, or every point in a sequential sweep) from s = s_a.
+// Returns s_{b-1}.
+template <class App>
+template <class Visit>
+auto Solver<App>::walk(Level& L, int l, const State* s, index_t a, index_t b, const Sweep& sw,
+                       Visit& visit) -> const State* {
+  if (!sw.recompute_f && !sw.sequential) {
+    for (index_t i = a + 1; i < b; ++i) {
+      s = &u_at(L, i);
+      visit(i, *s);
+    }
+    return s;
+  }
+  int ping = 0;
+  for (index_t i = a + 1; i < b; ++i) {
+    State* out = L.store_all ? &u_at(L, i) : &L.tmp[ping ^= 1];
+    step(L, l, *s, *out, i, sw.done, true);
+    visit(i, *out);
+    s = out;
+  }
+  return s;
+}
+
+template <class App>
+template <class Visit, class OnResidual>
+void Solver<App>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& on_residual) {
+  Level& L = levels_[static_cast<size_t>(l)];
+  if (L.empty()) return;
+  const double t_start = now();
+  const double comm_before = comm_time_;
+  if (!L.store_all) sw.recompute_f = true;  // F-points exist only while a sweep walks them
+  const auto& cp = L.grid->cpoints;
+  const bool need_left = L.left >= 0 && needs_predecessor(L, sw, L.lo);
+  const bool need_right = L.right >= 0 && needs_predecessor(L, sw, L.hi);
+  if (need_left) post_recv(L, l);
+  bool sent = false;
+  if (need_right && known_at_start(L, sw, L.hi - 1)) {
+    send(L, l, u_at(L, L.hi - 1));
+    sent = true;
+  }
+  auto from_left = [&]() -> const State* {
+    if (!need_left) return nullptr;
+    wait_recv(L);
+    return &L.recv_state;
+  };
+
+  auto c_action = [&](index_t j, index_t c, const State& prev) {
+    State& uc = u_at(L, c);
+    if (sw.c == CAction::Relax) {
+      if (sw.weight == 1.0) {
+        step(L, l, prev, uc, c, sw.done, true);
+      } else {
+        step(L, l, prev, L.res, c, sw.done, true);
+        Ops::sum(app_, sw.weight, L.res, 1.0 - sw.weight, uc);
+      }
+    } else {
+      step(L, l, prev, L.res, c, sw.done, true);
+      Ops::sum(app_, -1.0, uc, 1.0, L.res);
+      on_residual(j, c, L.res);
+    }
+  };
+
+  if (sw.sequential || L.c_begin == L.c_end) {
+    // One chain through the whole block: from point 0, or from the left neighbour's last point.
+    const State* s;
+    index_t a;
+    if (L.lo == 0) {
+      s = &u_at(L, 0);
+      a = 0;
+      visit(0, *s);
+    } else {
+      s = from_left();
+      a = L.lo - 1;
+    }
+    const State* last = walk(L, l, s, a, L.hi, sw, visit);
+    if (need_right && !sent) send(L, l, *last);
+  } else {
+    // The tail interval first: its last value is what the right neighbour waits for.
+    const index_t jl = L.c_end - 1;
+    const State* last = walk(L, l, &u_at(L, cp[static_cast<size_t>(jl)]),
+                             cp[static_cast<size_t>(jl)], L.hi, sw, visit);
+    if (need_right && !sent) send(L, l, *last);
+    // Then, interval by interval toward the left: the interval ending at C-point c gives the
+    // predecessor for c's action; c's own interval has already been walked from its old value.
+    for (index_t j = jl; j >= L.c_begin; --j) {
+      const index_t c = cp[static_cast<size_t>(j)];
+      const State* prev = nullptr;
+      if (j > L.c_begin) {
+        const index_t c_prev = cp[static_cast<size_t>(j - 1)];
+        prev = walk(L, l, &u_at(L, c_prev), c_prev, c, sw, visit);
+      } else if (c > L.lo || need_left) {
+        prev = walk(L, l, from_left(), L.lo - 1, c, sw, visit);
+      }
+      if (c > 0 && sw.c != CAction::None) c_action(j, c, *prev);
+      visit(c, u_at(L, c));
+    }
+  }
+  finish_send(L);
+  sweep_time_ += (now() - t_start) - (comm_time_ - comm_before);
+}
+
+// ------------------------------------------------------------------------------------------
+// Transfers between levels
+
+// Level l's C-points become level l+1's points: u = v = R(u), no FAS right-hand side.
+template <class App>
+void Solver<App>::inject(int l) {
+  Level& F = levels_[static_cast<size_t>(l)];
+  Level& C = levels_[static_cast<size_t>(l + 1)];
+  for (index_t j = F.c_begin; j < F.c_end; ++j) {
+    const auto k = static_cast<size_t>(j - C.lo);
+    Ops::coarsen(app_, u_at(F, F.grid->cpoints[static_cast<size_t>(j)]), C.v[k], l);
+    if (C.store_all || C.grid->is_cpoint(j)) Ops::copy(app_, C.v[k], C.u[k]);
+  }
+  C.g_active = false;
+}
+
+// g_k += v_k - Phi_c(v_{k-1}) on coarse level l (g_k already holds the restricted residual).
+template <class App>
+void Solver<App>::fas_rhs(int l) {
+  Level& L = levels_[static_cast<size_t>(l)];
+  if (L.empty()) return;
+  const double t_start = now();
+  const double comm_before = comm_time_;
+  const bool need_left = L.left >= 0;
+  if (need_left) post_recv(L, l);
+  if (L.right >= 0) send(L, l, L.v.back());
+  auto update = [&](index_t k, const State& v_prev) {
+    const auto s = static_cast<size_t>(k - L.lo);
+    step(L, l, v_prev, L.res, k, false, false);
+    Ops::sum(app_, 1.0, L.v[s], 1.0, L.g[s]);
+    Ops::sum(app_, -1.0, L.res, 1.0, L.g[s]);
+  };
+  for (index_t k = L.hi - 1; k > L.lo; --k) update(k, L.v[static_cast<size_t>(k - 1 - L.lo)]);
+  if (need_left) {
+    wait_recv(L);
+    update(L.lo, L.recv_state);
+  }
+  finish_send(L);
+  L.g_active = true;
+  sweep_time_ += (now() - t_start) - (comm_time_ - comm_before);
+}
+
+// FAS restriction from level l: a sweep that ends with the residual at every C-point > 0,
+// then injection, then the coarse right-hand side.
+template <class App>
+void Solver<App>::restrict_to(int l, Sweep sw, bool measure) {
+  Level& C = levels_[static_cast<size_t>(l + 1)];
+  sw.c = CAction::Residual;
+  sweep(l, sw, [](index_t, const State&) {},
+        [&](index_t j, index_t, const State& r) {
+          if (measure) accumulate_residual(Ops::norm(app_, r));
+          Ops::coarsen(app_, r, C.g[static_cast<size_t>(j - C.lo)], l);
+        });
+  inject(l);
+  fas_rhs(l + 1);
+  C.g_active = true;
+}
+
+// Coarse-grid correction of level coarse_level-1's C-points by (u - v) of the coarse level.
+template <class App>
+void Solver<App>::interpolate(int coarse_level, bool relax_first) {
+  Level& C = levels_[static_cast<size_t>(coarse_level)];
+  Level& F = levels_[static_cast<size_t>(coarse_level - 1)];
+  auto correct = [&](index_t k, const State& u) {
+    if (k == 0) return;  // the initial value never changes
+    State& e = C.res;
+    Ops::copy(app_, u, e);
+    Ops::sum(app_, -1.0, C.v[static_cast<size_t>(k - C.lo)], 1.0, e);
+    State& target = u_at(F, F.grid->cpoints[static_cast<size_t>(k)]);
+    if constexpr (Ops::spatial) {
+      Ops::refine(app_, e, F.res, coarse_level);
+      Ops::sum(app_, 1.0, F.res, 1.0, target);
+    } else {
+      Ops::sum(app_, 1.0, e, 1.0, target);
+    }
+  };
+  Sweep sw;
+  sw.recompute_f = relax_first;
+  sweep(coarse_level, sw, correct);
+}
+
+// Nested iteration: level coarse_level-1's C-points take the coarse values.
+template <class App>
+void Solver<App>::assign_from_coarse(int coarse_level) {
+  Level& F = levels_[static_cast<size_t>(coarse_level - 1)];
+  Sweep sw;
+  sw.recompute_f = false;
+  sweep(coarse_level, sw, [&](index_t k, const State& u) {
+    if (k == 0) return;
+    Ops::refine(app_, u, u_at(F, F.grid->cpoints[static_cast<size_t>(k)]), coarse_level);
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// Cycles
+
+template <class App>
+void Solver<App>::coarse_solve() {
+  const int l = coarsest();
+  if (solved_sequentially(l)) {
+    Sweep sw;
+    sw.sequential = true;
+    sweep(l, sw);
+    return;
+  }
+  // A sweep count given for this very level wins over the coarsest-level default.
+  const bool own = options_.nrelax_levels().overrides().count(l) > 0;
+  const int n = !own && options_.nrelax_coarsest() >= 0 ? options_.nrelax_coarsest()
+                                                        : options_.nrelax_at(l);
+  if (xbraid()) {
+    for (int i = 0; i < n; ++i) {
+      f_relax(l);
+      c_relax(l, 1.0);
+    }
+  } else {
+    f_relax(l);
+    for (int i = 0; i < n; ++i) {
+      c_relax(l, 1.0);
+      f_relax(l);
+    }
+  }
+}
+
+template <class App>
+void Solver<App>::cycle_xbraid(int l, Cycle type) {
+  if (l == coarsest()) {
+    coarse_solve();
+    return;
+  }
+  for (int i = 0; i < options_.nrelax_at(l); ++i) {
+    f_relax(l);
+    c_relax(l, options_.cweight_at(l));
+  }
+  restrict_to(l, Sweep{}, l == 0 && options_.compute_residual());
+  cycle_xbraid(l + 1, type);
+  interpolate(l + 1, !solved_sequentially(l + 1));
+  if (type == Cycle::F && l > 0) cycle_xbraid(l, Cycle::V);
+}
+
+template <class App>
+void Solver<App>::cycle_pymgrit(int l, Cycle type, bool first_f, int iteration) {
+  if (l == coarsest()) {
+    coarse_solve();
+    return;
+  }
+  Level& L = levels_[static_cast<size_t>(l)];
+  if (first_f && (l > 0 || iteration == 0)) f_relax(l);
+  for (int i = 0; i < options_.nrelax_at(l); ++i) {
+    c_relax(l, options_.cweight_at(l));
+    f_relax(l);
+  }
+  Sweep sw;
+  sw.recompute_f = !L.store_all;  // F-points were just relaxed
+  restrict_to(l, sw, false);
+  cycle_pymgrit(l + 1, type, true, iteration);
+  interpolate(l + 1, !levels_[static_cast<size_t>(l + 1)].store_all);
+  f_relax(l);
+  if (type == Cycle::F && l > 0) cycle_pymgrit(l, Cycle::V, false, iteration);
+}
+
+template <class App>
+void Solver<App>::skip_phase() {
+  for (int l = 0; l < coarsest(); ++l) inject(l);
+  coarse_solve();
+  for (int l = coarsest(); l > 0; --l) {
+    if (xbraid()) {
+      interpolate(l, !solved_sequentially(l));
+    } else {
+      interpolate(l, !levels_[static_cast<size_t>(l)].store_all);
+      f_relax(l - 1);
+    }
+  }
+}
+
+template <class App>
+void Solver<App>::nested_phase() {
+  for (int l = 0; l < coarsest(); ++l) inject(l);
+  coarse_solve();
+  for (int l = coarsest() - 1; l >= 0; --l) {
+    assign_from_coarse(l + 1);
+    if (l == 0) break;
+    if (xbraid())
+      cycle_xbraid(l, Cycle::V);
+    else
+      cycle_pymgrit(l, Cycle::V, true, 0);
+  }
+}
+
+template <class App>
+void Solver<App>::final_sweep() {
+  auto observe = [&](index_t i, const State& u) {
+    Ops::observe(app_, u, grid_.times()[static_cast<size_t>(i)], user_index(fine(), i));
+  };
+  Sweep f;
+  f.done = true;
+  switch (options_.effective_final_sweep()) {
+    case FinalSweep::CF: {
+      Sweep c;
+      c.recompute_f = false;
+      c.c = CAction::Relax;
+      c.done = true;
+      sweep(0, c);
+      sweep(0, f, observe);
+      break;
+    }
+    case FinalSweep::F:
+      sweep(0, f, observe);
+      break;
+    default:
+      if constexpr (detail::has_observe<App>::value) {
+        Sweep keep;
+        keep.recompute_f = false;
+        sweep(0, keep, observe);  // no steps where all points are stored
+      }
+      break;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// The solve
+
+template <class App>
+void Solver<App>::accumulate_residual(double norm) {
+  switch (options_.temporal_norm()) {
+    case TemporalNorm::One: residual_acc_ += norm; break;
+    case TemporalNorm::Two: residual_acc_ += norm * norm; break;
+    case TemporalNorm::Inf:
+      residual_acc_ = std::isnan(norm) ? norm : std::max(residual_acc_, norm);
+      break;
+  }
+}
+
+template <class App>
+double Solver<App>::reduce_residual() {
+  const double t = now();
+  double global = 0;
+  const bool inf = options_.temporal_norm() == TemporalNorm::Inf;
+  mpi::check(MPI_Allreduce(&residual_acc_, &global, 1, MPI_DOUBLE, inf ? MPI_MAX : MPI_SUM,
+                           comm_.get()),
+             "MPI_Allreduce (residual)");
+  comm_time_ += now() - t;
+  residual_acc_ = 0;
+  return options_.temporal_norm() == TemporalNorm::Two ? std::sqrt(global) : global;
+}
+
+template <class App>
+void Solver<App>::initialize() {
+  Level& L0 = levels_.front();
+  const auto& times = L0.grid->times;
+  const bool warm = options_.warm_start() && solved_once_;
+  for (index_t i = L0.lo; i < L0.hi; ++i)
+    if ((i == 0 || !warm) && (L0.store_all || L0.grid->is_cpoint(i)))
+      u_at(L0, i) = app_.init(times[static_cast<size_t>(i)]);
+  const index_t probe = L0.empty() ? 0 : L0.lo;
+  L0.proto = app_.init(times[static_cast<size_t>(probe)]);
+  for (int l = 1; l <= coarsest(); ++l) {
+    Level& L = levels_[static_cast<size_t>(l)];
+    Ops::coarsen(app_, levels_[static_cast<size_t>(l - 1)].proto, L.proto, l - 1);
+    L.g_active = false;
+  }
+  for (Level& L : levels_) L.steps = 0;
+  comm_time_ = sweep_time_ = residual_acc_ = 0;
+}
+
+template <class App>
+Result Solver<App>::solve() {
+  const double t_solve = now();
+  initialize();
+  Result result;
+  if (coarsest() == 0) {
+    // One level: the sequential solve is exact; it is also the final sweep.
+    Sweep seq;
+    seq.sequential = true;
+    seq.done = true;
+    sweep(0, seq, [&](index_t i, const State& u) {
+      Ops::observe(app_, u, grid_.times()[static_cast<size_t>(i)], user_index(fine(), i));
+    });
+    result.iterations = 1;
+    result.converged = true;
+    result.residuals.push_back(std::nullopt);
+    result.factors.push_back(std::nullopt);
+  } else {
+    if (options_.initial_guess() == InitialGuess::Sequential) {
+      Level& L0 = levels_.front();
+      Sweep seq;
+      seq.sequential = true;
+      sweep(0, seq, [&](index_t i, const State& u) {
+        if (!L0.store_all && L0.grid->is_cpoint(i)) Ops::copy(app_, u, u_at(L0, i));
+      });
+    }
+    const InitialPhase phase = options_.effective_initial_phase();
+    if (phase == InitialPhase::Nested) nested_phase();
+    std::optional<double> first, previous;
+    for (int k = 0; k < options_.max_iterations(); ++k) {
+      bool measured = false;
+      if (k == 0 && phase == InitialPhase::Skip) {
+        skip_phase();
+      } else if (xbraid()) {
+        cycle_xbraid(0, options_.cycle());
+        measured = options_.compute_residual();
+      } else {
+        cycle_pymgrit(0, options_.cycle(), true, k);
+        if (options_.compute_residual()) {
+          Sweep res;
+          res.recompute_f = false;
+          res.c = CAction::Residual;
+          sweep(0, res, [](index_t, const State&) {},
+                [&](index_t, index_t, const State& r) { accumulate_residual(Ops::norm(app_, r)); });
+          measured = true;
+        }
+      }
+      result.iterations = k + 1;
+      std::optional<double> r;
+      if (measured) r = reduce_residual();
+      result.residuals.push_back(r);
+      result.factors.push_back(r && previous && *previous != 0
+                                   ? std::optional<double>(*r / *previous)
+                                   : std::nullopt);
+      if (!r) continue;
+      if (!std::isfinite(*r) || *r > options_.divergence_limit())
+        throw Divergence("MGRIT diverged: residual " + std::to_string(*r) + " at iteration " +
+                         std::to_string(k) + " (limit " +
+                         std::to_string(options_.divergence_limit()) + ")");
+      if (!first) first = r;
+      previous = r;
+      if ((options_.abs_tol() > 0 && *r < options_.abs_tol()) ||
+          (options_.rel_tol() > 0 && k > 0 && *r < options_.rel_tol() * *first)) {
+        result.converged = true;
+        break;
+      }
+    }
+    final_sweep();
+  }
+  solved_once_ = true;
+  for (size_t l = 0; l < levels_.size(); ++l) stats_.steps_per_level[l] = levels_[l].steps;
+  stats_.solve_seconds = now() - t_solve;
+  stats_.comm_seconds = comm_time_;
+  stats_.step_seconds = sweep_time_;
+  return result;
+}
+
+}  // namespace weft::mgrit

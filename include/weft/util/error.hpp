@@ -1,0 +1,47 @@
+#pragma once
+// weft's exception hierarchy. Every error carries a message with context (what, which rank,
+// which value); the CLI maps the kind to an exit code.
+#include <stdexcept>
+#include <string>
+
+namespace weft {
+
+/// Base of all weft errors.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// An option or argument outside what is accepted (exit code 2 in the CLI).
+class InvalidOption : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Missing, corrupt or inconsistent input data.
+class BadData : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An MPI call failed, or the ranks disagree about something they must agree on.
+class MpiError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An iteration produced NaN/Inf or grew beyond the divergence limit.
+class Divergence : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace weft
+
+/// Always-on check: throws `Kind` with file, line and the message when `cond` fails.
+#define WEFT_CHECK(cond, Kind, msg)                                                   \
+  do {                                                                                \
+    if (!(cond))                                                                      \
+      throw Kind(std::string(msg) + " [" + __FILE__ + ":" + std::to_string(__LINE__) + \
+                 "]");                                                                \
+  } while (0)

@@ -1,0 +1,49 @@
+#pragma once
+// Thin MPI helpers: error checking, rank/size queries and an owning communicator handle.
+#include <mpi.h>
+
+#include <string>
+
+#include "weft/util/error.hpp"
+
+namespace weft::mpi {
+
+/// Throws MpiError naming the call and the MPI error string when `code` is not MPI_SUCCESS.
+void check(int code, const char* call);
+
+int rank(MPI_Comm comm);
+int size(MPI_Comm comm);
+
+/// "rank r/P" prefix for error messages.
+std::string where(MPI_Comm comm);
+
+/// Owns a duplicate of a communicator, so a library's messages never match the user's.
+class OwnedComm {
+ public:
+  OwnedComm() = default;
+  explicit OwnedComm(MPI_Comm parent);
+  ~OwnedComm();
+  OwnedComm(const OwnedComm&) = delete;
+  OwnedComm& operator=(const OwnedComm&) = delete;
+  OwnedComm(OwnedComm&& other) noexcept;
+  OwnedComm& operator=(OwnedComm&& other) noexcept;
+
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+/// Initializes MPI for the lifetime of the object (finalizes unless aborted).
+class Environment {
+ public:
+  Environment(int* argc, char*** argv);
+  ~Environment();
+  Environment(const Environment&) = delete;
+  Environment& operator=(const Environment&) = delete;
+};
+
+/// Aborts every rank of MPI_COMM_WORLD with `code` (never returns).
+[[noreturn]] void abort_all(int code);
+
+}  // namespace weft::mpi

@@ -1,0 +1,160 @@
+#include "weft/mgrit/hierarchy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "weft/util/error.hpp"
+
+namespace weft::mgrit {
+
+TimeGrid TimeGrid::uniform(double t0, double t1, index_t intervals) {
+  if (intervals < 1)
+    throw InvalidOption("time grid: need at least 1 interval, got " + std::to_string(intervals));
+  if (!std::isfinite(t0) || !std::isfinite(t1) || t0 == t1)
+    throw InvalidOption("time grid: need finite t0 != t1, got [" + std::to_string(t0) + ", " +
+                        std::to_string(t1) + "]");
+  TimeGrid g;
+  g.times_.resize(static_cast<size_t>(intervals) + 1);
+  const double span = t1 - t0;
+  for (index_t i = 0; i <= intervals; ++i)
+    g.times_[static_cast<size_t>(i)] =
+        t0 + span * static_cast<double>(i) / static_cast<double>(intervals);
+  g.times_.back() = t1;
+  return g;
+}
+
+TimeGrid TimeGrid::from_points(std::vector<double> times) {
+  if (times.size() < 2)
+    throw InvalidOption("time grid: need at least 2 time points, got " +
+                        std::to_string(times.size()));
+  const bool increasing = times[1] > times[0];
+  for (size_t i = 1; i < times.size(); ++i) {
+    const bool ok = increasing ? times[i] > times[i - 1] : times[i] < times[i - 1];
+    if (!ok || !std::isfinite(times[i]))
+      throw InvalidOption("time grid: points must be finite and strictly monotone; point " +
+                          std::to_string(i) + " = " + std::to_string(times[i]) + " breaks it");
+  }
+  TimeGrid g;
+  g.times_ = std::move(times);
+  return g;
+}
+
+TimeGrid TimeGrid::reversed() const {
+  TimeGrid g;
+  g.times_.assign(times_.rbegin(), times_.rend());
+  return g;
+}
+
+bool LevelGrid::is_cpoint(index_t i) const {
+  return std::binary_search(cpoints.begin(), cpoints.end(), i);
+}
+
+namespace {
+std::vector<index_t> every(index_t points, int cf) {
+  std::vector<index_t> out;
+  for (index_t i = 0; i < points; i += cf) out.push_back(i);
+  return out;
+}
+}  // namespace
+
+Hierarchy Hierarchy::uniform(const TimeGrid& grid, const Options& options) {
+  Hierarchy h;
+  LevelGrid fine;
+  fine.fine.resize(static_cast<size_t>(grid.points()));
+  for (index_t i = 0; i < grid.points(); ++i) fine.fine[static_cast<size_t>(i)] = i;
+  fine.times = grid.times();
+  h.levels_.push_back(std::move(fine));
+  for (;;) {
+    LevelGrid& top = h.levels_.back();
+    const int l = h.levels() - 1;
+    const int cf = options.cfactor_at(l);
+    top.cfactor = cf;
+    top.cpoints = every(top.points(), cf);
+    const index_t coarse_intervals = top.intervals() / cf;
+    if (h.levels() >= options.max_levels() || coarse_intervals < options.min_coarse()) break;
+    LevelGrid coarse;
+    for (index_t pos : top.cpoints) {
+      coarse.fine.push_back(top.fine[static_cast<size_t>(pos)]);
+      coarse.times.push_back(top.times[static_cast<size_t>(pos)]);
+    }
+    h.levels_.push_back(std::move(coarse));
+  }
+  return h;
+}
+
+Hierarchy Hierarchy::from_levels(const TimeGrid& grid,
+                                 const std::vector<std::vector<index_t>>& coarse_levels,
+                                 const Options& options) {
+  Hierarchy h = uniform(grid, Options(options).max_levels(1));
+  for (size_t c = 0; c < coarse_levels.size(); ++c) {
+    const auto& list = coarse_levels[c];
+    const LevelGrid& above = h.levels_.back();
+    const std::string name = "explicit level " + std::to_string(c + 1);
+    if (list.size() < 2) throw InvalidOption(name + ": needs at least 2 points");
+    if (list.front() != 0) throw InvalidOption(name + ": must start with the initial point");
+    LevelGrid coarse;
+    LevelGrid& fine_level = h.levels_.back();
+    fine_level.cpoints.clear();
+    fine_level.cfactor = 0;
+    size_t pos = 0;
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (k > 0 && list[k] <= list[k - 1])
+        throw InvalidOption(name + ": indices must increase strictly (" +
+                            std::to_string(list[k - 1]) + " then " + std::to_string(list[k]) +
+                            ")");
+      while (pos < above.fine.size() && above.fine[pos] < list[k]) ++pos;
+      if (pos == above.fine.size() || above.fine[pos] != list[k])
+        throw InvalidOption(name + ": fine index " + std::to_string(list[k]) +
+                            " is not a point of the level above");
+      fine_level.cpoints.push_back(static_cast<index_t>(pos));
+      coarse.fine.push_back(list[k]);
+      coarse.times.push_back(above.times[pos]);
+    }
+    h.levels_.push_back(std::move(coarse));
+  }
+  LevelGrid& coarsest = h.levels_.back();
+  coarsest.cfactor = options.cfactor_at(h.levels() - 1);
+  coarsest.cpoints = every(coarsest.points(), coarsest.cfactor);
+  return h;
+}
+
+std::vector<index_t> Hierarchy::intervals_per_level() const {
+  std::vector<index_t> out;
+  for (const auto& l : levels_) out.push_back(l.intervals());
+  return out;
+}
+
+index_t Distribution::block_begin(index_t points, int ranks, int rank) {
+  const index_t base = points / ranks;
+  const index_t extra = points % ranks;
+  const index_t r = rank;
+  return r < extra ? r * (base + 1) : extra * (base + 1) + (r - extra) * base;
+}
+
+Distribution::Distribution(index_t points, int ranks, Direction direction)
+    : points_(points), ranks_(ranks), direction_(direction) {
+  if (ranks < 1) throw InvalidOption("distribution: need at least one rank");
+}
+
+int Distribution::position_of_rank(int rank) const {
+  return direction_ == Direction::Forward ? rank : ranks_ - 1 - rank;
+}
+
+int Distribution::rank_at_position(int position) const {
+  return direction_ == Direction::Forward ? position : ranks_ - 1 - position;
+}
+
+index_t Distribution::begin(int position) const {
+  if (direction_ == Direction::Forward) return block_begin(points_, ranks_, position);
+  const int rank = rank_at_position(position);
+  return points_ - block_begin(points_, ranks_, rank + 1);
+}
+
+index_t Distribution::end(int position) const {
+  if (direction_ == Direction::Forward) return block_begin(points_, ranks_, position + 1);
+  const int rank = rank_at_position(position);
+  return points_ - block_begin(points_, ranks_, rank);
+}
+
+}  // namespace weft::mgrit
