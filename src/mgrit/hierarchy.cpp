@@ -12,8 +12,8 @@ TimeGrid TimeGrid::uniform(double t0, double t1, index_t intervals) {
   if (intervals < 1)
     throw InvalidOption("time grid: need at least 1 interval, got " + std::to_string(intervals));
   if (!std::isfinite(t0) || !std::isfinite(t1) || t0 == t1)
-    throw InvalidOption("time grid: need finite t0 != t1, got [" + std::to_string(t0) + ", " +
-                        std::to_string(t1) + "]");
+    throw InvalidOption("time grid: need finite t0 != t1, got [" + number_text(t0) + ", " +
+                        number_text(t1) + "]");
   TimeGrid g;
   g.times_.resize(static_cast<size_t>(intervals) + 1);
   const double span = t1 - t0;
@@ -33,7 +33,7 @@ TimeGrid TimeGrid::from_points(std::vector<double> times) {
     const bool ok = increasing ? times[i] > times[i - 1] : times[i] < times[i - 1];
     if (!ok || !std::isfinite(times[i]))
       throw InvalidOption("time grid: points must be finite and strictly monotone; point " +
-                          std::to_string(i) + " = " + std::to_string(times[i]) + " breaks it");
+                          std::to_string(i) + " = " + number_text(times[i]) + " breaks it");
   }
   TimeGrid g;
   g.times_ = std::move(times);

@@ -53,7 +53,7 @@ namespace {
 template <class T, class Ok>
 void check_levels(const PerLevel<T>& values, const char* name, Ok ok, const char* accepted) {
   auto fail = [&](T value, int level) {
-    throw InvalidOption(std::string("option ") + name + ": " + std::to_string(value) +
+    throw InvalidOption(std::string("option ") + name + ": " + number_text(value) +
                         (level < 0 ? std::string() : " on level " + std::to_string(level)) +
                         " is invalid; accepted: " + accepted);
   };
@@ -79,9 +79,9 @@ void Options::validate() const {
   require(nrelax_coarsest_ >= -1, "option nrelax_coarsest: " + std::to_string(nrelax_coarsest_) +
                                       " is invalid; accepted: an integer >= 0");
   require(std::isfinite(abs_tol_) && abs_tol_ >= 0,
-          "option abs_tol: " + std::to_string(abs_tol_) + " is invalid; accepted: a number >= 0");
+          "option abs_tol: " + number_text(abs_tol_) + " is invalid; accepted: a number >= 0");
   require(std::isfinite(rel_tol_) && rel_tol_ >= 0 && rel_tol_ < 1,
-          "option rel_tol: " + std::to_string(rel_tol_) +
+          "option rel_tol: " + number_text(rel_tol_) +
               " is invalid; accepted: a number in [0, 1)");
   require(max_iterations_ >= 1, "option max_iterations: " + std::to_string(max_iterations_) +
                                     " is invalid; accepted: an integer >= 1");

@@ -16,7 +16,7 @@
 //   void copy(const State& src, State& dst);                  deep copy into dst
 //   std::size_t buffer_size(const State& like);               bytes to pack a state like `like`
 //   void pack(const State& u, void* buffer);
-//   void unpack(const void* buffer, State& u);                u may be default-constructed
+//   void unpack(const void* buffer, State& u);                u holds a state of the same level
 //   void coarsen(const State& fine, State& coarse, int fine_level);   spatial restriction
 //   void refine(const State& coarse, State& fine, int coarse_level);  spatial interpolation
 //       (without them every level uses the same spatial grid: plain copies)

@@ -696,6 +696,9 @@ void Solver<App>::initialize() {
     Ops::coarsen(app_, levels_[static_cast<size_t>(l - 1)].proto, L.proto, l - 1);
     L.g_active = false;
   }
+  // Received states are unpacked into a state of the receiving level, so unpack() can take the
+  // shape from it.
+  for (Level& L : levels_) Ops::copy(app_, L.proto, L.recv_state);
   for (Level& L : levels_) L.steps = 0;
   comm_time_ = sweep_time_ = residual_acc_ = 0;
 }
@@ -756,9 +759,9 @@ Result Solver<App>::solve() {
                                    : std::nullopt);
       if (!r) continue;
       if (!std::isfinite(*r) || *r > options_.divergence_limit())
-        throw Divergence("MGRIT diverged: residual " + std::to_string(*r) + " at iteration " +
-                         std::to_string(k) + " (limit " +
-                         std::to_string(options_.divergence_limit()) + ")");
+        throw Divergence("MGRIT diverged at iteration " + std::to_string(k) + ": residual " +
+                         number_text(*r) + " (limit " +
+                         number_text(options_.divergence_limit()) + ")");
       if (!first) first = r;
       previous = r;
       if ((options_.abs_tol() > 0 && *r < options_.abs_tol()) ||

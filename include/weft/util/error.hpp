@@ -1,6 +1,7 @@
 #pragma once
 // weft's exception hierarchy. Every error carries a message with context (what, which rank,
 // which value); the CLI maps the kind to an exit code.
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +36,13 @@ class Divergence : public Error {
  public:
   using Error::Error;
 };
+
+/// A number as people read it in a message: shortest %g form ("1e-09", "0.456", "inf").
+inline std::string number_text(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", value);
+  return buf;
+}
 
 }  // namespace weft
 

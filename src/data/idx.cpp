@@ -1,0 +1,251 @@
+// IDX reader. All files go through zlib's gz* interface, which reads gzip streams and plain
+// files alike, so one code path serves both.
+#include "weft/data/idx.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include "weft/util/error.hpp"
+
+namespace weft::data {
+namespace {
+
+constexpr std::uint8_t kUbyte = 0x08;  // IDX type code of unsigned bytes
+constexpr std::uint8_t kImageDims = 3;
+constexpr std::uint8_t kLabelDims = 1;
+
+std::string hex32(std::uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+std::uint32_t big_endian32(const std::uint8_t* b) {
+  return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) |
+         std::uint32_t{b[3]};
+}
+
+// PATH if it exists, else PATH.gz.
+std::string resolve(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return path;
+  const std::string gz = path + ".gz";
+  if (std::filesystem::is_regular_file(gz, ec)) return gz;
+  throw BadData(path + ": missing file (no regular file at " + path + " or " + gz + ")");
+}
+
+// An open IDX file whose header has been parsed.
+class IdxFile {
+ public:
+  IdxFile(const std::string& path, std::uint8_t ndims, const char* kind) : path_(resolve(path)) {
+    errno = 0;
+    file_.reset(gzopen(path_.c_str(), "rb"));
+    if (!file_)
+      throw BadData(path_ + ": cannot open (" + (errno ? std::strerror(errno) : "out of memory") +
+                    ")");
+    // A large buffer lets zlib inflate the pixel block in few, big steps.
+    gzbuffer(file_.get(), 1u << 20);
+    read_header(ndims, kind);
+  }
+  const std::string& path() const { return path_; }
+  std::int64_t dim(std::size_t i) const { return dims_[i]; }
+
+  // Reads `items` items of `item_bytes` bytes each; when that is the whole body, also reads to
+  // the end of the gzip stream so that zlib verifies its CRC and length.
+  std::vector<std::uint8_t> read_body(std::int64_t items, std::int64_t item_bytes) {
+    const auto total = static_cast<std::uint64_t>(items) * static_cast<std::uint64_t>(item_bytes);
+    std::vector<std::uint8_t> out;
+    // Grow in steps, so that a header promising absurd sizes cannot make us allocate memory the
+    // file does not back; the MNIST pixel block (47 MB) still takes a single gzread.
+    constexpr std::uint64_t kStep = std::uint64_t{1} << 28;
+    while (out.size() < total) {
+      const std::size_t old = out.size();
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(total - old, kStep));
+      out.resize(old + want);
+      const std::size_t got = read_some(out.data() + old, want);
+      if (got < want) {
+        throw BadData(path_ + ": truncated data: header promises " + std::to_string(total) +
+                      " data bytes (" + std::to_string(items) + " items of " +
+                      std::to_string(item_bytes) + " bytes), file ends after " +
+                      std::to_string(old + got) + truncation_detail());
+      }
+    }
+    if (items == dims_[0]) {
+      std::uint8_t probe = 0;
+      read_some(&probe, 1);  // trailing bytes, if any, are ignored
+    }
+    return out;
+  }
+
+ private:
+  void read_header(std::uint8_t ndims, const char* kind) {
+    std::array<std::uint8_t, 4> magic{};
+    if (read_some(magic.data(), 4) < 4)
+      throw BadData(path_ + ": truncated header: no 4-byte magic number" + truncation_detail());
+    const std::uint32_t expected = (std::uint32_t{kUbyte} << 8) | ndims;
+    const std::uint32_t got = big_endian32(magic.data());
+    if (magic[0] != 0 || magic[1] != 0 || magic[2] != kUbyte)
+      throw BadData(path_ + ": bad magic number " + hex32(got) + " (expected " + hex32(expected) +
+                    " for an IDX " + kind + " file of unsigned bytes)");
+    if (magic[3] != ndims)
+      throw BadData(path_ + ": wrong number of dimensions: " + std::to_string(magic[3]) +
+                    " (magic " + hex32(got) + "; an IDX " + kind + " file has " +
+                    std::to_string(ndims) + ", magic " + hex32(expected) + ")");
+    std::array<std::uint8_t, 4 * 3> sizes{};
+    if (read_some(sizes.data(), 4u * ndims) < 4u * ndims)
+      throw BadData(path_ + ": truncated header: expected " + std::to_string(ndims) +
+                    " dimension sizes" + truncation_detail());
+    for (std::size_t i = 0; i < ndims; ++i) dims_[i] = big_endian32(sizes.data() + 4 * i);
+  }
+
+  // Reads up to n bytes; throws on a corrupt stream or an I/O error, returns fewer at the end.
+  std::size_t read_some(std::uint8_t* dst, std::size_t n) {
+    const int got = gzread(file_.get(), dst, static_cast<unsigned>(n));
+    int err = Z_OK;
+    const char* msg = gzerror(file_.get(), &err);
+    // Z_BUF_ERROR is zlib's "unexpected end of file": the caller reports it as truncation.
+    if (err == Z_ERRNO) throw BadData(path_ + ": read error (" + std::strerror(errno) + ")");
+    if (err != Z_OK && err != Z_BUF_ERROR)
+      throw BadData(path_ + ": corrupt gzip stream (" + msg + ")");
+    return got > 0 ? static_cast<std::size_t>(got) : 0;
+  }
+
+  std::string truncation_detail() {
+    int err = Z_OK;
+    gzerror(file_.get(), &err);
+    return err == Z_BUF_ERROR ? " (gzip stream ends early)" : "";
+  }
+
+  struct Close {
+    void operator()(gzFile f) const { gzclose_r(f); }
+  };
+  std::string path_;
+  std::unique_ptr<gzFile_s, Close> file_;
+  std::array<std::int64_t, 3> dims_{};
+};
+
+void check_options(const IdxOptions& o) {
+  if (o.num_classes < 1 || o.num_classes > 256)
+    throw InvalidOption("IdxOptions::num_classes must be in 1..256, got " +
+                        std::to_string(o.num_classes));
+  if (o.rows < 0 || o.cols < 0)
+    throw InvalidOption("IdxOptions::rows/cols must be >= 0 (0 = any), got " +
+                        std::to_string(o.rows) + "x" + std::to_string(o.cols));
+}
+
+std::int64_t items_to_read(std::int64_t count, std::int64_t limit) {
+  return limit < 0 ? count : std::min(count, limit);
+}
+
+// Checks the image header and returns the set's shape (pixels not read yet).
+ImageSet image_shape(const IdxFile& f, const IdxOptions& o) {
+  ImageSet s;
+  s.count = f.dim(0);
+  s.rows = f.dim(1);
+  s.cols = f.dim(2);
+  const std::string size = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+  if (s.rows == 0 || s.cols == 0) throw BadData(f.path() + ": wrong image size " + size);
+  if ((o.rows > 0 && s.rows != o.rows) || (o.cols > 0 && s.cols != o.cols))
+    throw BadData(f.path() + ": wrong image size " + size + " (expected " +
+                  (o.rows > 0 ? std::to_string(o.rows) : "any") + "x" +
+                  (o.cols > 0 ? std::to_string(o.cols) : "any") + ")");
+  // Each size is < 2^32, so rows*cols fits; the total must fit in memory sizes too.
+  const std::int64_t image_bytes = s.rows * s.cols;
+  if (s.count > 0 && image_bytes > std::numeric_limits<std::int64_t>::max() / s.count)
+    throw BadData(f.path() + ": header sizes too large: " + std::to_string(s.count) +
+                  " images of " + size);
+  return s;
+}
+
+std::vector<std::uint8_t> read_labels_body(IdxFile& f, const IdxOptions& o) {
+  std::vector<std::uint8_t> labels = f.read_body(items_to_read(f.dim(0), o.limit), 1);
+  const auto bad = std::find_if(labels.begin(), labels.end(),
+                                [&](std::uint8_t l) { return int{l} >= o.num_classes; });
+  if (bad != labels.end())
+    throw BadData(f.path() + ": label value " + std::to_string(int{*bad}) + " at index " +
+                  std::to_string(bad - labels.begin()) + " out of range (labels must be 0.." +
+                  std::to_string(o.num_classes - 1) + ")");
+  return labels;
+}
+
+}  // namespace
+
+ImageSet read_idx_images(const std::string& path, const IdxOptions& options) {
+  check_options(options);
+  IdxFile f(path, kImageDims, "images");
+  ImageSet s = image_shape(f, options);
+  s.count = items_to_read(s.count, options.limit);
+  s.pixels = f.read_body(s.count, s.rows * s.cols);
+  return s;
+}
+
+std::vector<std::uint8_t> read_idx_labels(const std::string& path, const IdxOptions& options) {
+  check_options(options);
+  IdxFile f(path, kLabelDims, "labels");
+  return read_labels_body(f, options);
+}
+
+ImageSet load_idx(const std::string& images_path, const std::string& labels_path,
+                  const IdxOptions& options) {
+  check_options(options);
+  // Both headers first: a count mismatch is reported before any bulk reading.
+  IdxFile images(images_path, kImageDims, "images");
+  IdxFile labels(labels_path, kLabelDims, "labels");
+  ImageSet s = image_shape(images, options);
+  if (s.count != labels.dim(0))
+    throw BadData("image/label count mismatch: " + images.path() + " holds " +
+                  std::to_string(s.count) + " images, " + labels.path() + " holds " +
+                  std::to_string(labels.dim(0)) + " labels");
+  s.count = items_to_read(s.count, options.limit);
+  s.pixels = images.read_body(s.count, s.rows * s.cols);
+  s.labels = read_labels_body(labels, options);
+  return s;
+}
+
+std::string images_file(Split split) {
+  return split == Split::Train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte";
+}
+
+std::string labels_file(Split split) {
+  return split == Split::Train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte";
+}
+
+ImageSet load_mnist_split(const std::string& dir, Split split, std::int64_t limit) {
+  IdxOptions o;
+  o.limit = limit;
+  o.rows = 28;
+  o.cols = 28;
+  return load_mnist_split(dir, split, o);
+}
+
+ImageSet load_mnist_split(const std::string& dir, Split split, const IdxOptions& options) {
+  const std::filesystem::path d(dir);
+  return load_idx((d / images_file(split)).string(), (d / labels_file(split)).string(), options);
+}
+
+std::vector<float> to_float(const ImageSet& set, float mean, float std) {
+  if (!(std > 0.0f)) throw InvalidOption("to_float: std must be > 0, got " + std::to_string(std));
+  // A table of the 256 possible values keeps the exact formula at the cost of a lookup.
+  std::array<float, 256> table{};
+  for (std::size_t v = 0; v < table.size(); ++v)
+    table[v] = (static_cast<float>(v) / 255.0f - mean) / std;
+  std::vector<float> out(set.pixels.size());
+  std::transform(set.pixels.begin(), set.pixels.end(), out.begin(),
+                 [&](std::uint8_t p) { return table[p]; });
+  return out;
+}
+
+std::vector<std::int64_t> labels_as_int64(const ImageSet& set) {
+  return {set.labels.begin(), set.labels.end()};
+}
+
+}  // namespace weft::data

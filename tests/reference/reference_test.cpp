@@ -1,0 +1,146 @@
+// The development reference figures of shared/DESIGN.md (XBraid and PyMGRIT residual
+// histories), reproduced at every rank count this test is registered at.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "weft/mgrit/problems/dahlquist.hpp"
+#include "weft/mgrit/problems/heat1d.hpp"
+#include "weft/mgrit/solver.hpp"
+
+namespace weft::mgrit {
+namespace {
+
+using problems::Dahlquist;
+using problems::Heat1D;
+using problems::InitialGuess;
+using problems::Integrator;
+
+// A reference value as printed ("2.845538e-02"); "-" where the convention measures none.
+// Agreement: relative 1e-7, or half a unit in the reference's last printed digit where the
+// reference was rounded more coarsely than that; below 1e-11 the absolute difference counts.
+void expect_reference(const std::optional<double>& actual, const std::string& ref, int k) {
+  if (ref == "-") {
+    EXPECT_FALSE(actual.has_value()) << "iteration " << k << " should have no residual";
+    return;
+  }
+  ASSERT_TRUE(actual.has_value()) << "iteration " << k << " has no residual";
+  const double r = std::strtod(ref.c_str(), nullptr);
+  if (std::abs(r) < 1e-11) {
+    EXPECT_LT(std::abs(*actual - r), 1e-11) << "iteration " << k;
+    return;
+  }
+  const auto e = ref.find_first_of("eE");
+  const std::string mantissa = ref.substr(0, e);
+  const auto dot = mantissa.find('.');
+  const int decimals = dot == std::string::npos ? 0 : static_cast<int>(mantissa.size() - dot - 1);
+  const int exponent = std::atoi(ref.substr(e + 1).c_str());
+  const double half_unit = 0.5 * std::pow(10.0, exponent - decimals);
+  const double tol = std::max(1e-7 * std::abs(r), half_unit * (1 + 1e-9));
+  EXPECT_NEAR(*actual, r, tol) << "iteration " << k << " reference " << ref;
+}
+
+void expect_history(const Result& result, const std::vector<std::string>& refs) {
+  ASSERT_EQ(result.residuals.size(), refs.size());
+  for (size_t k = 0; k < refs.size(); ++k)
+    expect_reference(result.residuals[k], refs[k], static_cast<int>(k));
+}
+
+// XBraid conventions: backward Euler for u' = -u, u(0) = 1, guess 0.456, FCF, cf 2, tol 1e-6.
+Result xbraid_dahlquist(index_t n, double t1, Options options) {
+  Dahlquist app(-1.0, Integrator::BackwardEuler, 0.0, InitialGuess::constant(0.456));
+  options.abs_tol(1e-6);  // cf 2 and FCF (nrelax 1) are the defaults
+  Solver<Dahlquist> solver(app, MPI_COMM_WORLD, TimeGrid::uniform(0.0, t1, n), options);
+  return solver.solve();
+}
+
+TEST(XBraidReference, TenIntervalsTwoLevels) {
+  const auto r = xbraid_dahlquist(10, 5.0, Options().max_levels(2));
+  EXPECT_EQ(r.iterations, 4);
+  EXPECT_TRUE(r.converged);
+  expect_history(r, {"-", "2.845538e-02", "8.621939e-04", "0"});
+}
+
+// N = 24 on [0, 12], 2 levels, 2 iterations; the coarsest level relaxes 5 times unless the
+// coarse level's own count is given.
+Options n24(int coarse_nrelax, bool relax_only, bool skip) {
+  Options o;
+  o.max_levels(2).max_iterations(2).nrelax_coarsest(5);
+  o.relax_only_coarsest(relax_only);
+  o.initial_phase(skip ? InitialPhase::Skip : InitialPhase::None);
+  o.nrelax(1, 0).nrelax(coarse_nrelax, 1);
+  return o;
+}
+
+TEST(XBraidReference, N24RelaxOnlyNoSkip) {
+  const auto r = xbraid_dahlquist(24, 12.0, n24(1, true, false));
+  expect_history(r, {"3.560861e-01", "2.558119e-02"});
+}
+
+TEST(XBraidReference, N24RelaxOnlySkip) {
+  const auto r = xbraid_dahlquist(24, 12.0, n24(2, true, true));
+  expect_history(r, {"-", "3.240160e-02"});
+}
+
+TEST(XBraidReference, N24Skip) {
+  const auto r = xbraid_dahlquist(24, 12.0, n24(2, false, true));
+  expect_history(r, {"-", "2.851112e-02"});
+}
+
+TEST(XBraidReference, N24NoSkip) {
+  const auto r = xbraid_dahlquist(24, 12.0, n24(2, false, false));
+  expect_history(r, {"3.560861e-01", "1.403540e-02"});
+}
+
+TEST(XBraidReference, N48ThreeLevels) {
+  const auto r = xbraid_dahlquist(48, 24.0, Options().max_levels(3));
+  EXPECT_EQ(r.iterations, 6);
+  EXPECT_TRUE(r.converged);
+  expect_history(r, {"-", "5.8560697e-02", "2.4543793e-03", "1.2452604e-04", "6.7882002e-06",
+                     "3.7696134e-07"});
+}
+
+TEST(XBraidReference, N48ThreeLevelsWithCPointStorage) {
+  const auto r = xbraid_dahlquist(48, 24.0, Options().max_levels(3).storage(Storage::CPoints));
+  expect_history(r, {"-", "5.8560697e-02", "2.4543793e-03", "1.2452604e-04", "6.7882002e-06",
+                     "3.7696134e-07"});
+}
+
+// PyMGRIT conventions: nested iteration, V-cycles, FCF, zero guess, cf 2 unless noted.
+template <class App>
+Result pymgrit(App& app, index_t n, double t1, int levels, int cf, int max_iter, double tol) {
+  Options o;
+  o.convention(Convention::PyMGRIT).max_levels(levels).cfactor(cf).nrelax(1);
+  o.abs_tol(tol).max_iterations(max_iter);
+  Solver<App> solver(app, MPI_COMM_WORLD, TimeGrid::uniform(0.0, t1, n), o);
+  return solver.solve();
+}
+
+TEST(PyMGRITReference, DahlquistTwoLevels) {
+  Dahlquist app(-1.0, Integrator::BackwardEuler, 0.0, InitialGuess::zero());
+  const auto r = pymgrit(app, 100, 5.0, 2, 2, 100, 1e-10);
+  EXPECT_TRUE(r.converged);
+  expect_history(r, {"7.186185937e-05", "1.246106708e-06", "2.101556615e-08", "3.144127e-10",
+                     "3.9752e-12"});
+}
+
+TEST(PyMGRITReference, DahlquistThreeLevels) {
+  Dahlquist app(-1.0, Integrator::BackwardEuler, 0.0, InitialGuess::zero());
+  const auto r = pymgrit(app, 100, 5.0, 3, 2, 100, 1e-10);
+  expect_history(r, {"1.940136397e-04", "7.975571640e-06", "2.993324020e-07", "8.881441953e-09",
+                     "1.93919e-10", "3.0368e-12"});
+}
+
+TEST(PyMGRITReference, HeatThreeLevelsCf4) {
+  Heat1D app(5, 0.0, 2.0, 0.0, InitialGuess::zero());
+  const auto r = pymgrit(app, 64, 2.0, 3, 4, 2, 1e-10);
+  EXPECT_FALSE(r.converged);
+  expect_history(r, {"2.676924665e-03", "1.805273368e-04"});
+}
+
+}  // namespace
+}  // namespace weft::mgrit
