@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
-#include <utility>
 
 #include "weft/util/error.hpp"
 
@@ -74,9 +73,9 @@ class IdxFile {
       const std::size_t got = read_some(out.data() + old, want);
       if (got < want) {
         throw BadData(path_ + ": truncated data: header promises " + std::to_string(total) +
-                      " data bytes (" + std::to_string(items) + " items of " +
-                      std::to_string(item_bytes) + " bytes), file ends after " +
-                      std::to_string(old + got) + truncation_detail());
+                      " bytes of data (" + std::to_string(items) + " items of " +
+                      std::to_string(item_bytes) + " bytes), only " + std::to_string(old + got) +
+                      " follow the header" + truncation_detail());
       }
     }
     if (items == dims_[0]) {

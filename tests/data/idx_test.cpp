@@ -171,7 +171,8 @@ TEST_F(IdxTest, LimitReadsAPrefix) {
     o.limit = 2;
     ImageSet s = load(gz ? "gz" : "plain", o);
     EXPECT_EQ(s.count, 2);
-    EXPECT_EQ(s.pixels, Bytes(sample_pixels().begin(), sample_pixels().begin() + 2 * 8));
+    const Bytes all = sample_pixels();
+    EXPECT_EQ(s.pixels, Bytes(all.begin(), all.begin() + 2 * 8));
     EXPECT_EQ(s.labels, Bytes({0, 9}));
     o.limit = 0;
     s = load(gz ? "gz" : "plain", o);
@@ -226,8 +227,8 @@ TEST_F(IdxTest, TruncatedData) {
     write(path("img"), idx(kImagesMagic, {kCount, kRows, kCols}, px));
     std::string msg = bad_data([&] { weft::data::read_idx_images(path("img").string()); });
     EXPECT_CONTAINS(msg, "truncated data");
-    EXPECT_CONTAINS(msg, "header promises 24 data bytes");
-    EXPECT_CONTAINS(msg, "ends after 19");
+    EXPECT_CONTAINS(msg, "header promises 24 bytes of data");
+    EXPECT_CONTAINS(msg, "only 19 follow the header");
 
     write(path("lab"), idx(kLabelsMagic, {5}, kLabels));
     msg = bad_data([&] { weft::data::read_idx_labels(path("lab").string()); });
