@@ -33,8 +33,7 @@ struct Decay {
 };
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double median(std::vector<double> v) {
@@ -62,8 +61,8 @@ double plain_loop_seconds(const Decay& app, index_t n, const std::vector<double>
   weft::mgrit::StepInfo info;
   const double start = now();
   for (index_t i = 1; i <= n; ++i)
-    app.step(u[static_cast<size_t>(i - 1)], u[static_cast<size_t>(i)], t[static_cast<size_t>(i - 1)],
-             t[static_cast<size_t>(i)], info);
+    app.step(u[static_cast<size_t>(i - 1)], u[static_cast<size_t>(i)],
+             t[static_cast<size_t>(i - 1)], t[static_cast<size_t>(i)], info);
   const double elapsed = now() - start;
   volatile double sink = u.back();
   (void)sink;
@@ -81,18 +80,24 @@ int main(int argc, char** argv) {
   int iters = 10, reps = 5, work = 0;
   for (int a = 1; a + 1 < argc; a += 2) {
     const std::string flag = argv[a];
-    if (flag == "--log2n") log2n = parse_list(argv[a + 1]);
-    else if (flag == "--levels") levels = parse_list(argv[a + 1]);
-    else if (flag == "--iters") iters = std::atoi(argv[a + 1]);
-    else if (flag == "--reps") reps = std::atoi(argv[a + 1]);
-    else if (flag == "--work") work = std::atoi(argv[a + 1]);
+    if (flag == "--log2n")
+      log2n = parse_list(argv[a + 1]);
+    else if (flag == "--levels")
+      levels = parse_list(argv[a + 1]);
+    else if (flag == "--iters")
+      iters = std::atoi(argv[a + 1]);
+    else if (flag == "--reps")
+      reps = std::atoi(argv[a + 1]);
+    else if (flag == "--work")
+      work = std::atoi(argv[a + 1]);
   }
   Decay app;
   app.work = work;
   if (rank == 0)
-    std::printf("# weft MGRIT overhead: u' = -u, backward Euler, cf 2, FCF, %d iterations, "
-                "skip, %d rank(s), step work %d, median of %d\n",
-                iters, ranks, work, reps);
+    std::printf(
+        "# weft MGRIT overhead: u' = -u, backward Euler, cf 2, FCF, %d iterations, "
+        "skip, %d rank(s), step work %d, median of %d\n",
+        iters, ranks, work, reps);
   for (int p : log2n) {
     const index_t n = index_t{1} << p;
     const auto grid = weft::mgrit::TimeGrid::uniform(0.0, static_cast<double>(n) / 16.0, n);

@@ -101,8 +101,7 @@ Hierarchy Hierarchy::from_levels(const TimeGrid& grid,
     for (size_t k = 0; k < list.size(); ++k) {
       if (k > 0 && list[k] <= list[k - 1])
         throw InvalidOption(name + ": indices must increase strictly (" +
-                            std::to_string(list[k - 1]) + " then " + std::to_string(list[k]) +
-                            ")");
+                            std::to_string(list[k - 1]) + " then " + std::to_string(list[k]) + ")");
       while (pos < above.fine.size() && above.fine[pos] < list[k]) ++pos;
       if (pos == above.fine.size() || above.fine[pos] != list[k])
         throw InvalidOption(name + ": fine index " + std::to_string(list[k]) +

@@ -7,37 +7,58 @@
 
 namespace weft::mgrit {
 
-std::string to_string(Convention c) { return c == Convention::XBraid ? "xbraid" : "pymgrit"; }
-std::string to_string(Cycle c) { return c == Cycle::V ? "V" : "F"; }
+std::string to_string(Convention c) {
+  return c == Convention::XBraid ? "xbraid" : "pymgrit";
+}
+std::string to_string(Cycle c) {
+  return c == Cycle::V ? "V" : "F";
+}
 std::string to_string(InitialPhase p) {
   switch (p) {
-    case InitialPhase::Default: return "default";
-    case InitialPhase::None: return "none";
-    case InitialPhase::Skip: return "skip";
-    case InitialPhase::Nested: return "nested";
+    case InitialPhase::Default:
+      return "default";
+    case InitialPhase::None:
+      return "none";
+    case InitialPhase::Skip:
+      return "skip";
+    case InitialPhase::Nested:
+      return "nested";
   }
   return "?";
 }
-std::string to_string(InitialGuess g) { return g == InitialGuess::App ? "app" : "sequential"; }
-std::string to_string(Storage s) { return s == Storage::All ? "all" : "cpoints"; }
+std::string to_string(InitialGuess g) {
+  return g == InitialGuess::App ? "app" : "sequential";
+}
+std::string to_string(Storage s) {
+  return s == Storage::All ? "all" : "cpoints";
+}
 std::string to_string(TemporalNorm n) {
   switch (n) {
-    case TemporalNorm::One: return "1";
-    case TemporalNorm::Two: return "2";
-    case TemporalNorm::Inf: return "inf";
+    case TemporalNorm::One:
+      return "1";
+    case TemporalNorm::Two:
+      return "2";
+    case TemporalNorm::Inf:
+      return "inf";
   }
   return "?";
 }
 std::string to_string(FinalSweep s) {
   switch (s) {
-    case FinalSweep::Default: return "default";
-    case FinalSweep::None: return "none";
-    case FinalSweep::F: return "F";
-    case FinalSweep::CF: return "CF";
+    case FinalSweep::Default:
+      return "default";
+    case FinalSweep::None:
+      return "none";
+    case FinalSweep::F:
+      return "F";
+    case FinalSweep::CF:
+      return "CF";
   }
   return "?";
 }
-std::string to_string(Direction d) { return d == Direction::Forward ? "forward" : "reverse"; }
+std::string to_string(Direction d) {
+  return d == Direction::Forward ? "forward" : "reverse";
+}
 
 InitialPhase Options::effective_initial_phase() const {
   if (initial_phase_ != InitialPhase::Default) return initial_phase_;
@@ -72,17 +93,19 @@ void Options::validate() const {
                                 " is invalid; accepted: an integer >= 1");
   require(min_coarse_ >= 1, "option min_coarse: " + std::to_string(min_coarse_) +
                                 " is invalid; accepted: an integer >= 1");
-  check_levels(cfactor_, "cfactor", [](int cf) { return cf >= 2; }, "an integer >= 2");
-  check_levels(nrelax_, "nrelax", [](int n) { return n >= 0; }, "an integer >= 0");
-  check_levels(cweight_, "cweight", [](double w) { return std::isfinite(w) && w > 0; },
-               "a finite number > 0");
+  check_levels(
+      cfactor_, "cfactor", [](int cf) { return cf >= 2; }, "an integer >= 2");
+  check_levels(
+      nrelax_, "nrelax", [](int n) { return n >= 0; }, "an integer >= 0");
+  check_levels(
+      cweight_, "cweight", [](double w) { return std::isfinite(w) && w > 0; },
+      "a finite number > 0");
   require(nrelax_coarsest_ >= -1, "option nrelax_coarsest: " + std::to_string(nrelax_coarsest_) +
                                       " is invalid; accepted: an integer >= 0");
   require(std::isfinite(abs_tol_) && abs_tol_ >= 0,
           "option abs_tol: " + number_text(abs_tol_) + " is invalid; accepted: a number >= 0");
   require(std::isfinite(rel_tol_) && rel_tol_ >= 0 && rel_tol_ < 1,
-          "option rel_tol: " + number_text(rel_tol_) +
-              " is invalid; accepted: a number in [0, 1)");
+          "option rel_tol: " + number_text(rel_tol_) + " is invalid; accepted: a number in [0, 1)");
   require(max_iterations_ >= 1, "option max_iterations: " + std::to_string(max_iterations_) +
                                     " is invalid; accepted: an integer >= 1");
   require(divergence_limit_ > 0, "option divergence_limit: must be > 0");

@@ -29,7 +29,9 @@ std::string where(MPI_Comm comm) {
   return "rank " + std::to_string(rank(comm)) + "/" + std::to_string(size(comm));
 }
 
-OwnedComm::OwnedComm(MPI_Comm parent) { check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup"); }
+OwnedComm::OwnedComm(MPI_Comm parent) {
+  check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
+}
 
 OwnedComm::~OwnedComm() {
   int finalized = 0;

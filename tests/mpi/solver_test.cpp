@@ -25,8 +25,12 @@ using problems::InitialGuess;
 using problems::Integrator;
 using Solution = std::vector<std::vector<double>>;  // [fine index][component]
 
-std::vector<double> values(double u) { return {u}; }
-std::vector<double> values(const std::vector<double>& u) { return u; }
+std::vector<double> values(double u) {
+  return {u};
+}
+std::vector<double> values(const std::vector<double>& u) {
+  return u;
+}
 
 // Adds an observer that records the final fine-grid values on this rank.
 template <class Base>
@@ -42,7 +46,8 @@ Solution gather(const std::map<index_t, std::vector<double>>& seen, index_t poin
   std::vector<double> local(static_cast<size_t>(points) * width, 0.0);
   std::vector<double> mask(static_cast<size_t>(points), 0.0);
   for (const auto& [i, v] : seen) {
-    std::copy(v.begin(), v.end(), local.begin() + static_cast<long>(static_cast<size_t>(i) * width));
+    std::copy(v.begin(), v.end(),
+              local.begin() + static_cast<long>(static_cast<size_t>(i) * width));
     mask[static_cast<size_t>(i)] = 1.0;
   }
   std::vector<double> all(local.size()), count(mask.size());
@@ -84,7 +89,9 @@ using RHeat = Recorded<Heat1D>;
 RDahlquist make_dahlquist() {
   return RDahlquist(-1.0, Integrator::BackwardEuler, 0.0, InitialGuess::constant(0.456));
 }
-RHeat make_heat() { return RHeat(9, 0.0, 2.0, 0.0, InitialGuess::random(11)); }
+RHeat make_heat() {
+  return RHeat(9, 0.0, 2.0, 0.0, InitialGuess::random(11));
+}
 
 Solution sequential_heat(const TimeGrid& grid) {
   return solve_and_gather<RHeat>(make_heat, grid, Options().max_levels(1), MPI_COMM_SELF, 7);
@@ -111,25 +118,22 @@ std::vector<Config> configs() {
       {"xbraid_relax_only",
        with([](Options& o) { o.max_levels(3).relax_only_coarsest(true).nrelax_coarsest(3); })},
       {"xbraid_cpoints", with([](Options& o) { o.max_levels(3).storage(Storage::CPoints); })},
-      {"xbraid_nested", with([](Options& o) { o.max_levels(3).initial_phase(InitialPhase::Nested); })},
+      {"xbraid_nested",
+       with([](Options& o) { o.max_levels(3).initial_phase(InitialPhase::Nested); })},
       {"xbraid_fcfcf_levels",
        with([](Options& o) { o.max_levels(3).nrelax(2, 0).nrelax(0, 1).cfactor(4, 0); })},
       {"pymgrit_3lev", with([](Options& o) { o.convention(Convention::PyMGRIT).max_levels(3); })},
-      {"pymgrit_Fcycle_cf4",
-       with([](Options& o) {
+      {"pymgrit_Fcycle_cf4", with([](Options& o) {
          o.convention(Convention::PyMGRIT).max_levels(3).cfactor(4).cycle(Cycle::F);
        })},
-      {"pymgrit_skip_cpoints",
-       with([](Options& o) {
+      {"pymgrit_skip_cpoints", with([](Options& o) {
          o.convention(Convention::PyMGRIT).max_levels(3).initial_phase(InitialPhase::Skip);
          o.storage(Storage::CPoints);
        })},
-      {"pymgrit_relax_only",
-       with([](Options& o) {
+      {"pymgrit_relax_only", with([](Options& o) {
          o.convention(Convention::PyMGRIT).max_levels(2).relax_only_coarsest(true);
        })},
-      {"inf_norm_rtol",
-       with([](Options& o) {
+      {"inf_norm_rtol", with([](Options& o) {
          o.max_levels(3).temporal_norm(TemporalNorm::Inf).abs_tol(0).rel_tol(1e-11);
        })},
   };
@@ -174,9 +178,9 @@ TEST(Convergence, ExplicitLevelsEqualToUniformGiveTheSameHistory) {
   const Options o = Options().max_levels(3).abs_tol(1e-12);
   RHeat a = make_heat(), b = make_heat();
   const Result ra = Solver<RHeat>(a, MPI_COMM_WORLD, grid, o).solve();
-  const Result rb =
-      Solver<RHeat>(b, MPI_COMM_WORLD, grid, {{0, 2, 4, 6, 8, 10, 12, 14, 16}, {0, 4, 8, 12, 16}}, o)
-          .solve();
+  const Result rb = Solver<RHeat>(b, MPI_COMM_WORLD, grid,
+                                  {{0, 2, 4, 6, 8, 10, 12, 14, 16}, {0, 4, 8, 12, 16}}, o)
+                        .solve();
   ASSERT_EQ(ra.residuals.size(), rb.residuals.size());
   for (size_t k = 1; k < ra.residuals.size(); ++k)
     EXPECT_DOUBLE_EQ(*ra.residuals[k], *rb.residuals[k]);
@@ -199,8 +203,10 @@ TEST(RankCount, WorldAndSingleRankGiveTheSameResult) {
   const auto grid = TimeGrid::uniform(0.0, 2.0, 64);
   for (const auto& c : configs()) {
     Result world, self;
-    const Solution uw = solve_and_gather<RHeat>(make_heat, grid, c.options, MPI_COMM_WORLD, 7, &world);
-    const Solution us = solve_and_gather<RHeat>(make_heat, grid, c.options, MPI_COMM_SELF, 7, &self);
+    const Solution uw =
+        solve_and_gather<RHeat>(make_heat, grid, c.options, MPI_COMM_WORLD, 7, &world);
+    const Solution us =
+        solve_and_gather<RHeat>(make_heat, grid, c.options, MPI_COMM_SELF, 7, &self);
     ASSERT_EQ(world.iterations, self.iterations) << c.name;
     for (size_t k = 0; k < world.residuals.size(); ++k) {
       ASSERT_EQ(world.residuals[k].has_value(), self.residuals[k].has_value());
@@ -216,7 +222,8 @@ TEST(RankCount, WorldAndSingleRankGiveTheSameResult) {
 TEST(Reverse, EqualsTheMirroredForwardSolve) {
   const index_t n = 40;
   const auto grid = TimeGrid::uniform(0.0, 5.0, n);
-  for (Integrator integ : {Integrator::BackwardEuler, Integrator::ForwardEuler, Integrator::Trapezoid}) {
+  for (Integrator integ :
+       {Integrator::BackwardEuler, Integrator::ForwardEuler, Integrator::Trapezoid}) {
     for (Convention conv : {Convention::XBraid, Convention::PyMGRIT}) {
       Options o = Options().convention(conv).max_levels(3).abs_tol(1e-13);
       Result rf, rr;
@@ -303,12 +310,15 @@ TEST(Residual, TemporalNormsMatchADirectComputation) {
     const Solution u = solve_and_gather<RDahlquist>(make_dahlquist, grid, o, MPI_COMM_WORLD, 1, &r);
     double one = 0, two = 0, inf = 0;
     for (index_t i = 2; i <= n; i += 2) {
-      const double ri = std::abs(a * u[static_cast<size_t>(i - 1)][0] - u[static_cast<size_t>(i)][0]);
+      const double ri =
+          std::abs(a * u[static_cast<size_t>(i - 1)][0] - u[static_cast<size_t>(i)][0]);
       one += ri;
       two += ri * ri;
       inf = std::max(inf, ri);
     }
-    const double expected = norm == TemporalNorm::One ? one : norm == TemporalNorm::Two ? std::sqrt(two) : inf;
+    const double expected = norm == TemporalNorm::One   ? one
+                            : norm == TemporalNorm::Two ? std::sqrt(two)
+                                                        : inf;
     ASSERT_TRUE(r.residuals[0].has_value());
     EXPECT_GT(expected, 1e-8);
     EXPECT_NEAR(*r.residuals[0], expected, 1e-13 * expected) << to_string(norm);

@@ -124,8 +124,8 @@ TEST(PyMGRITReference, DahlquistTwoLevels) {
   Dahlquist app(-1.0, Integrator::BackwardEuler, 0.0, InitialGuess::zero());
   const auto r = pymgrit(app, 100, 5.0, 2, 2, 100, 1e-10);
   EXPECT_TRUE(r.converged);
-  expect_history(r, {"7.186185937e-05", "1.246106708e-06", "2.101556615e-08", "3.144127e-10",
-                     "3.9752e-12"});
+  expect_history(
+      r, {"7.186185937e-05", "1.246106708e-06", "2.101556615e-08", "3.144127e-10", "3.9752e-12"});
 }
 
 TEST(PyMGRITReference, DahlquistThreeLevels) {

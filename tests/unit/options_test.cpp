@@ -4,8 +4,8 @@
 #include <string>
 
 #include "weft/mgrit/options.hpp"
-#include "weft/mgrit/problems/initial_guess.hpp"
 #include "weft/mgrit/problems/dahlquist.hpp"
+#include "weft/mgrit/problems/initial_guess.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::mgrit {
@@ -20,7 +20,9 @@ std::string error_of(const Options& o) {
   return "";
 }
 
-TEST(Options, DefaultsAreValid) { EXPECT_EQ(error_of(Options()), ""); }
+TEST(Options, DefaultsAreValid) {
+  EXPECT_EQ(error_of(Options()), "");
+}
 
 TEST(Options, PerLevelValuesFallBackToTheDefault) {
   Options o;
@@ -74,8 +76,8 @@ TEST(ProblemOptions, InitialGuessParsing) {
   EXPECT_EQ(InitialGuess::parse("zero").kind, InitialGuess::Kind::Zero);
   EXPECT_DOUBLE_EQ(InitialGuess::parse("value:0.456").value, 0.456);
   EXPECT_EQ(InitialGuess::parse("random:7").seed, 7u);
-  for (const char* bad : {"", "zero:1", "value:", "value:x", "value:1e999", "random:-1",
-                          "random:1.5", "noise:3"})
+  for (const char* bad :
+       {"", "zero:1", "value:", "value:x", "value:1e999", "random:-1", "random:1.5", "noise:3"})
     EXPECT_THROW(InitialGuess::parse(bad), InvalidOption) << bad;
   const auto r = InitialGuess::random(3);
   EXPECT_EQ(r.at(0.25, 1), InitialGuess::random(3).at(0.25, 1));  // reproducible

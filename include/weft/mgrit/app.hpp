@@ -35,44 +35,46 @@ namespace detail {
 template <class A, class = void>
 struct has_sum : std::false_type {};
 template <class A>
-struct has_sum<A, std::void_t<decltype(std::declval<A&>().sum(
-                      1.0, std::declval<const typename A::State&>(), 1.0,
-                      std::declval<typename A::State&>()))>> : std::true_type {};
+struct has_sum<
+    A, std::void_t<decltype(std::declval<A&>().sum(1.0, std::declval<const typename A::State&>(),
+                                                   1.0, std::declval<typename A::State&>()))>>
+    : std::true_type {};
 
 template <class A, class = void>
 struct has_norm : std::false_type {};
 template <class A>
-struct has_norm<A, std::void_t<decltype(std::declval<A&>().norm(
-                       std::declval<const typename A::State&>()))>> : std::true_type {};
+struct has_norm<
+    A, std::void_t<decltype(std::declval<A&>().norm(std::declval<const typename A::State&>()))>>
+    : std::true_type {};
 
 template <class A, class = void>
 struct has_copy : std::false_type {};
 template <class A>
-struct has_copy<A, std::void_t<decltype(std::declval<A&>().copy(
-                       std::declval<const typename A::State&>(),
-                       std::declval<typename A::State&>()))>> : std::true_type {};
+struct has_copy<A,
+                std::void_t<decltype(std::declval<A&>().copy(
+                    std::declval<const typename A::State&>(), std::declval<typename A::State&>()))>>
+    : std::true_type {};
 
 template <class A, class = void>
 struct has_buffer : std::false_type {};
 template <class A>
-struct has_buffer<A, std::void_t<decltype(std::declval<A&>().buffer_size(
-                                      std::declval<const typename A::State&>())),
-                                  decltype(std::declval<A&>().pack(
-                                      std::declval<const typename A::State&>(),
-                                      std::declval<void*>())),
-                                  decltype(std::declval<A&>().unpack(
-                                      std::declval<const void*>(),
-                                      std::declval<typename A::State&>()))>> : std::true_type {};
+struct has_buffer<
+    A,
+    std::void_t<decltype(std::declval<A&>().buffer_size(std::declval<const typename A::State&>())),
+                decltype(std::declval<A&>().pack(std::declval<const typename A::State&>(),
+                                                 std::declval<void*>())),
+                decltype(std::declval<A&>().unpack(std::declval<const void*>(),
+                                                   std::declval<typename A::State&>()))>>
+    : std::true_type {};
 
 template <class A, class = void>
 struct has_spatial : std::false_type {};
 template <class A>
-struct has_spatial<A, std::void_t<decltype(std::declval<A&>().coarsen(
-                                       std::declval<const typename A::State&>(),
-                                       std::declval<typename A::State&>(), 0)),
-                                   decltype(std::declval<A&>().refine(
-                                       std::declval<const typename A::State&>(),
-                                       std::declval<typename A::State&>(), 0))>>
+struct has_spatial<
+    A, std::void_t<decltype(std::declval<A&>().coarsen(std::declval<const typename A::State&>(),
+                                                       std::declval<typename A::State&>(), 0)),
+                   decltype(std::declval<A&>().refine(std::declval<const typename A::State&>(),
+                                                      std::declval<typename A::State&>(), 0))>>
     : std::true_type {};
 
 template <class A, class = void>

@@ -24,7 +24,8 @@ enum class InitialPhase {
 };
 enum class InitialGuess {
   App,         ///< App::init(t) at every point
-  Sequential,  ///< the sequential fine-grid solution (MGRIT then converges at once)
+  Sequential,  ///< the sequential fine-grid solution; the initial phase is then None, and
+               ///< MGRIT converges in its first iteration
 };
 enum class Storage {
   All,      ///< every point of the level is stored
@@ -35,8 +36,8 @@ enum class TemporalNorm { One, Two, Inf };
 enum class FinalSweep {
   Default,  ///< XBraid: F; PyMGRIT: None (its cycles end with an F-relaxation)
   None,
-  F,        ///< one F-relaxation (observer sees consistent F-points)
-  CF,       ///< every fine interval stepped once: C- then F-relaxation (gradients accumulate)
+  F,   ///< one F-relaxation (observer sees consistent F-points)
+  CF,  ///< every fine interval stepped once: C- then F-relaxation (gradients accumulate)
 };
 
 std::string to_string(Convention);
@@ -76,41 +77,107 @@ class PerLevel {
 class Options {
  public:
   // Hierarchy
-  Options& max_levels(int n) { max_levels_ = n; return *this; }
-  Options& min_coarse(index_t n) { min_coarse_ = n; return *this; }
-  Options& cfactor(int cf, int level = -1) { cfactor_.set(cf, level); return *this; }
+  Options& max_levels(int n) {
+    max_levels_ = n;
+    return *this;
+  }
+  Options& min_coarse(index_t n) {
+    min_coarse_ = n;
+    return *this;
+  }
+  Options& cfactor(int cf, int level = -1) {
+    cfactor_.set(cf, level);
+    return *this;
+  }
 
   // Relaxation and cycles
-  Options& nrelax(int n, int level = -1) { nrelax_.set(n, level); return *this; }
+  Options& nrelax(int n, int level = -1) {
+    nrelax_.set(n, level);
+    return *this;
+  }
   /// Sweeps on the coarsest level (only used with relaxation-only coarsest levels); when unset,
   /// the coarsest level takes nrelax of its level.
-  Options& nrelax_coarsest(int n) { nrelax_coarsest_ = n; return *this; }
-  Options& cweight(double w, int level = -1) { cweight_.set(w, level); return *this; }
-  Options& relax_only_coarsest(bool on) { relax_only_coarsest_ = on; return *this; }
-  Options& cycle(Cycle c) { cycle_ = c; return *this; }
-  Options& initial_phase(InitialPhase p) { initial_phase_ = p; return *this; }
-  Options& initial_guess(InitialGuess g) { initial_guess_ = g; return *this; }
-  Options& storage(Storage s, int level = -1) { storage_.set(s, level); return *this; }
-  Options& final_sweep(FinalSweep s) { final_sweep_ = s; return *this; }
+  Options& nrelax_coarsest(int n) {
+    nrelax_coarsest_ = n;
+    return *this;
+  }
+  Options& cweight(double w, int level = -1) {
+    cweight_.set(w, level);
+    return *this;
+  }
+  Options& relax_only_coarsest(bool on) {
+    relax_only_coarsest_ = on;
+    return *this;
+  }
+  Options& cycle(Cycle c) {
+    cycle_ = c;
+    return *this;
+  }
+  Options& initial_phase(InitialPhase p) {
+    initial_phase_ = p;
+    return *this;
+  }
+  Options& initial_guess(InitialGuess g) {
+    initial_guess_ = g;
+    return *this;
+  }
+  Options& storage(Storage s, int level = -1) {
+    storage_.set(s, level);
+    return *this;
+  }
+  Options& final_sweep(FinalSweep s) {
+    final_sweep_ = s;
+    return *this;
+  }
   /// Keep the previous solve's states as the next solve's initial guess.
-  Options& warm_start(bool on) { warm_start_ = on; return *this; }
+  Options& warm_start(bool on) {
+    warm_start_ = on;
+    return *this;
+  }
 
   // Convergence
-  Options& convention(Convention c) { convention_ = c; return *this; }
-  Options& abs_tol(double tol) { abs_tol_ = tol; return *this; }
+  Options& convention(Convention c) {
+    convention_ = c;
+    return *this;
+  }
+  Options& abs_tol(double tol) {
+    abs_tol_ = tol;
+    return *this;
+  }
   /// Relative to the first residual the convention measures; 0 switches it off.
-  Options& rel_tol(double tol) { rel_tol_ = tol; return *this; }
-  Options& temporal_norm(TemporalNorm n) { temporal_norm_ = n; return *this; }
-  Options& max_iterations(int n) { max_iterations_ = n; return *this; }
+  Options& rel_tol(double tol) {
+    rel_tol_ = tol;
+    return *this;
+  }
+  Options& temporal_norm(TemporalNorm n) {
+    temporal_norm_ = n;
+    return *this;
+  }
+  Options& max_iterations(int n) {
+    max_iterations_ = n;
+    return *this;
+  }
   /// Off: run exactly max_iterations cycles without measuring residuals.
-  Options& compute_residual(bool on) { compute_residual_ = on; return *this; }
+  Options& compute_residual(bool on) {
+    compute_residual_ = on;
+    return *this;
+  }
   /// A residual above this (or NaN/Inf) stops the solve with weft::Divergence.
-  Options& divergence_limit(double limit) { divergence_limit_ = limit; return *this; }
+  Options& divergence_limit(double limit) {
+    divergence_limit_ = limit;
+    return *this;
+  }
 
   // Direction and instrumentation
-  Options& direction(Direction d) { direction_ = d; return *this; }
+  Options& direction(Direction d) {
+    direction_ = d;
+    return *this;
+  }
   /// Per-phase wall-clock timers (steps / communication / rest).
-  Options& collect_timings(bool on) { collect_timings_ = on; return *this; }
+  Options& collect_timings(bool on) {
+    collect_timings_ = on;
+    return *this;
+  }
 
   int max_levels() const { return max_levels_; }
   index_t min_coarse() const { return min_coarse_; }

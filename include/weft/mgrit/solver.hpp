@@ -57,8 +57,12 @@ class Solver {
   MPI_Comm comm() const { return comm_.get(); }
 
   /// This rank's fine points in the user's numbering: [local_begin(), local_end()).
-  index_t local_begin() const { return direction_ == Direction::Forward ? fine().lo : last_ - fine().hi + 1; }
-  index_t local_end() const { return direction_ == Direction::Forward ? fine().hi : last_ - fine().lo + 1; }
+  index_t local_begin() const {
+    return direction_ == Direction::Forward ? fine().lo : last_ - fine().hi + 1;
+  }
+  index_t local_end() const {
+    return direction_ == Direction::Forward ? fine().hi : last_ - fine().lo + 1;
+  }
   /// The rank that owns fine point `index` (user numbering).
   int owner(index_t index) const;
   /// The final value at fine point `index` (user numbering), or nullptr when this rank does not
@@ -80,12 +84,12 @@ class Solver {
 
   struct Level {
     const LevelGrid* grid = nullptr;
-    index_t lo = 0, hi = 0;            ///< local points [lo, hi) on this level
-    int left = -1, right = -1;         ///< ranks of the nearest non-empty neighbours
-    index_t c_begin = 0, c_end = 0;    ///< local C-points: grid->cpoints[c_begin, c_end)
+    index_t lo = 0, hi = 0;          ///< local points [lo, hi) on this level
+    int left = -1, right = -1;       ///< ranks of the nearest non-empty neighbours
+    index_t c_begin = 0, c_end = 0;  ///< local C-points: grid->cpoints[c_begin, c_end)
     bool store_all = true;
-    bool g_active = false;             ///< FAS right-hand side present (coarse levels)
-    std::vector<State> u, v, g;        ///< one slot per local point (v, g on coarse levels)
+    bool g_active = false;       ///< FAS right-hand side present (coarse levels)
+    std::vector<State> u, v, g;  ///< one slot per local point (v, g on coarse levels)
     State tmp[2]{}, res{}, recv_state{}, proto{};
     std::vector<char> send_buf, recv_buf;
     MPI_Request send_req = MPI_REQUEST_NULL, recv_req = MPI_REQUEST_NULL;
@@ -264,7 +268,8 @@ Solver<App>::Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
     }
   }
   owner_by_position_.resize(static_cast<size_t>(ranks_));
-  for (int q = 0; q < ranks_; ++q) owner_by_position_[static_cast<size_t>(q)] = dist.rank_at_position(q);
+  for (int q = 0; q < ranks_; ++q)
+    owner_by_position_[static_cast<size_t>(q)] = dist.rank_at_position(q);
   stats_.intervals_per_level = hierarchy_.intervals_per_level();
   stats_.steps_per_level.assign(levels_.size(), 0);
   stats_.setup_seconds = now() - t_setup;
@@ -486,11 +491,12 @@ template <class App>
 void Solver<App>::restrict_to(int l, Sweep sw, bool measure) {
   Level& C = levels_[static_cast<size_t>(l + 1)];
   sw.c = CAction::Residual;
-  sweep(l, sw, [](index_t, const State&) {},
-        [&](index_t j, index_t, const State& r) {
-          if (measure) accumulate_residual(Ops::norm(app_, r));
-          Ops::coarsen(app_, r, C.g[static_cast<size_t>(j - C.lo)], l);
-        });
+  sweep(
+      l, sw, [](index_t, const State&) {},
+      [&](index_t j, index_t, const State& r) {
+        if (measure) accumulate_residual(Ops::norm(app_, r));
+        Ops::coarsen(app_, r, C.g[static_cast<size_t>(j - C.lo)], l);
+      });
   inject(l);
   fas_rhs(l + 1);
   C.g_active = true;
@@ -545,8 +551,8 @@ void Solver<App>::coarse_solve() {
   }
   // A sweep count given for this very level wins over the coarsest-level default.
   const bool own = options_.nrelax_levels().overrides().count(l) > 0;
-  const int n = !own && options_.nrelax_coarsest() >= 0 ? options_.nrelax_coarsest()
-                                                        : options_.nrelax_at(l);
+  const int n =
+      !own && options_.nrelax_coarsest() >= 0 ? options_.nrelax_coarsest() : options_.nrelax_at(l);
   if (xbraid()) {
     for (int i = 0; i < n; ++i) {
       f_relax(l);
@@ -639,8 +645,8 @@ void Solver<App>::final_sweep() {
       c.recompute_f = false;
       c.c = CAction::Relax;
       c.done = true;
-      sweep(0, c);
-      sweep(0, f, observe);
+      sweep(0, f);           // F-points from the (corrected) C-points, then
+      sweep(0, c, observe);  // C-points from the fresh F-points
       break;
     }
     case FinalSweep::F:
@@ -662,8 +668,12 @@ void Solver<App>::final_sweep() {
 template <class App>
 void Solver<App>::accumulate_residual(double norm) {
   switch (options_.temporal_norm()) {
-    case TemporalNorm::One: residual_acc_ += norm; break;
-    case TemporalNorm::Two: residual_acc_ += norm * norm; break;
+    case TemporalNorm::One:
+      residual_acc_ += norm;
+      break;
+    case TemporalNorm::Two:
+      residual_acc_ += norm * norm;
+      break;
     case TemporalNorm::Inf:
       residual_acc_ = std::isnan(norm) ? norm : std::max(residual_acc_, norm);
       break;
@@ -675,9 +685,9 @@ double Solver<App>::reduce_residual() {
   const double t = now();
   double global = 0;
   const bool inf = options_.temporal_norm() == TemporalNorm::Inf;
-  mpi::check(MPI_Allreduce(&residual_acc_, &global, 1, MPI_DOUBLE, inf ? MPI_MAX : MPI_SUM,
-                           comm_.get()),
-             "MPI_Allreduce (residual)");
+  mpi::check(
+      MPI_Allreduce(&residual_acc_, &global, 1, MPI_DOUBLE, inf ? MPI_MAX : MPI_SUM, comm_.get()),
+      "MPI_Allreduce (residual)");
   comm_time_ += now() - t;
   residual_acc_ = 0;
   return options_.temporal_norm() == TemporalNorm::Two ? std::sqrt(global) : global;
@@ -731,7 +741,11 @@ Result Solver<App>::solve() {
         if (!L0.store_all && L0.grid->is_cpoint(i)) Ops::copy(app_, u, u_at(L0, i));
       });
     }
-    const InitialPhase phase = options_.effective_initial_phase();
+    // A sequential guess is already the solution: a skip or nested phase would replace it by
+    // coarse-grid values.
+    const InitialPhase phase = options_.initial_guess() == InitialGuess::Sequential
+                                   ? InitialPhase::None
+                                   : options_.effective_initial_phase();
     if (phase == InitialPhase::Nested) nested_phase();
     std::optional<double> first, previous;
     for (int k = 0; k < options_.max_iterations(); ++k) {
@@ -747,8 +761,9 @@ Result Solver<App>::solve() {
           Sweep res;
           res.recompute_f = false;
           res.c = CAction::Residual;
-          sweep(0, res, [](index_t, const State&) {},
-                [&](index_t, index_t, const State& r) { accumulate_residual(Ops::norm(app_, r)); });
+          sweep(
+              0, res, [](index_t, const State&) {},
+              [&](index_t, index_t, const State& r) { accumulate_residual(Ops::norm(app_, r)); });
           measured = true;
         }
       }
@@ -756,14 +771,13 @@ Result Solver<App>::solve() {
       std::optional<double> r;
       if (measured) r = reduce_residual();
       result.residuals.push_back(r);
-      result.factors.push_back(r && previous && *previous != 0
-                                   ? std::optional<double>(*r / *previous)
-                                   : std::nullopt);
+      result.factors.push_back(
+          r && previous && *previous != 0 ? std::optional<double>(*r / *previous) : std::nullopt);
       if (!r) continue;
       if (!std::isfinite(*r) || *r > options_.divergence_limit())
         throw Divergence("MGRIT diverged at iteration " + std::to_string(k) + ": residual " +
-                         number_text(*r) + " (limit " +
-                         number_text(options_.divergence_limit()) + ")");
+                         number_text(*r) + " (limit " + number_text(options_.divergence_limit()) +
+                         ")");
       if (!first) first = r;
       previous = r;
       if ((options_.abs_tol() > 0 && *r < options_.abs_tol()) ||

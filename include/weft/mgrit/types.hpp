@@ -12,10 +12,10 @@ enum class Direction { Forward, Reverse };
 
 /// What the solver tells the App about one step evaluation.
 struct StepInfo {
-  int level = 0;        ///< 0 is the fine grid
-  index_t from = 0;     ///< fine-grid index of the step's start point (the user's numbering)
-  index_t to = 0;       ///< fine-grid index of the step's end point
-  bool done = false;    ///< true in the final fine sweep after the iterations
+  int level = 0;      ///< 0 is the fine grid
+  index_t from = 0;   ///< fine-grid index of the step's start point (the user's numbering)
+  index_t to = 0;     ///< fine-grid index of the step's end point
+  bool done = false;  ///< true in the final fine sweep after the iterations
   Direction direction = Direction::Forward;
 };
 

@@ -47,9 +47,8 @@ inline std::string number_text(double value) {
 }  // namespace weft
 
 /// Always-on check: throws `Kind` with file, line and the message when `cond` fails.
-#define WEFT_CHECK(cond, Kind, msg)                                                   \
-  do {                                                                                \
-    if (!(cond))                                                                      \
-      throw Kind(std::string(msg) + " [" + __FILE__ + ":" + std::to_string(__LINE__) + \
-                 "]");                                                                \
+#define WEFT_CHECK(cond, Kind, msg)                                                          \
+  do {                                                                                       \
+    if (!(cond))                                                                             \
+      throw Kind(std::string(msg) + " [" + __FILE__ + ":" + std::to_string(__LINE__) + "]"); \
   } while (0)

@@ -14,10 +14,14 @@ Integrator parse_integrator(const std::string& name) {
 
 std::string to_string(Integrator integrator) {
   switch (integrator) {
-    case Integrator::BackwardEuler: return "be";
-    case Integrator::ForwardEuler: return "fe";
-    case Integrator::Trapezoid: return "tr";
-    case Integrator::ImplicitMidpoint: return "mr";
+    case Integrator::BackwardEuler:
+      return "be";
+    case Integrator::ForwardEuler:
+      return "fe";
+    case Integrator::Trapezoid:
+      return "tr";
+    case Integrator::ImplicitMidpoint:
+      return "mr";
   }
   return "?";
 }

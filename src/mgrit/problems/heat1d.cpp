@@ -14,8 +14,12 @@ constexpr double kPi = 3.14159265358979323846;
 
 Heat1D::Heat1D(int nx, double x0, double x1, double t_start, InitialGuess guess)
     : t_start_(t_start), guess_(guess) {
-  if (nx < 3) throw InvalidOption("option nx: " + std::to_string(nx) + " is invalid; accepted: an integer >= 3 (boundary points included)");
-  if (!(x1 > x0)) throw InvalidOption("options x0/x1: need x0 < x1");
+  if (nx < 3)
+    throw InvalidOption("option nx: " + std::to_string(nx) +
+                        " is invalid; accepted: an integer >= 3 (boundary points included)");
+  if (!(x1 > x0))
+    throw InvalidOption("options x0, x1: [" + number_text(x0) + ", " + number_text(x1) +
+                        "] is invalid; accepted: x0 < x1");
   dx_ = (x1 - x0) / (nx - 1);
   for (int i = 1; i < nx - 1; ++i) x_.push_back(x0 + i * dx_);
   scratch_.resize(x_.size());

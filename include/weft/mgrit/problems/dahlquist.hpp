@@ -30,10 +30,13 @@ class Dahlquist {
   double amplification(double h) const {
     const double z = lambda_ * h;
     switch (integrator_) {
-      case Integrator::BackwardEuler: return 1.0 / (1.0 - z);
-      case Integrator::ForwardEuler: return 1.0 + z;
+      case Integrator::BackwardEuler:
+        return 1.0 / (1.0 - z);
+      case Integrator::ForwardEuler:
+        return 1.0 + z;
       case Integrator::Trapezoid:  // for a linear problem the implicit midpoint rule coincides
-      case Integrator::ImplicitMidpoint: return (1.0 + 0.5 * z) / (1.0 - 0.5 * z);
+      case Integrator::ImplicitMidpoint:
+        return (1.0 + 0.5 * z) / (1.0 - 0.5 * z);
     }
     return 0.0;
   }

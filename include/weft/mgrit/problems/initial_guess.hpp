@@ -22,8 +22,10 @@ struct InitialGuess {
   /// The guess for component `component` at time t.
   double at(double t, std::uint64_t component) const {
     switch (kind) {
-      case Kind::Zero: return 0.0;
-      case Kind::Value: return value;
+      case Kind::Zero:
+        return 0.0;
+      case Kind::Value:
+        return value;
       case Kind::Random: {
         std::uint64_t bits = 0;
         std::memcpy(&bits, &t, sizeof(bits));

@@ -1,0 +1,62 @@
+// The `weft` command-line tool: a small dispatcher over subcommands, one file per subcommand.
+// Every rank parses the same argv, so every rank reaches the same verdict on bad input; errors
+// are printed once, by rank 0 (see cli_support.hpp for the exit codes).
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_support.hpp"
+#include "mgrit_command.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace {
+
+// Adding a subcommand is one line here (plus its own file).
+constexpr weft::cli::SubcommandFactory kSubcommands[] = {
+    weft::cli::add_mgrit_command,
+};
+
+int dispatch(int argc, char** argv) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+
+  CLI::App weft{"weft: layer-parallel training and multigrid-reduction-in-time (MGRIT) over MPI",
+                "weft"};
+  weft.require_subcommand(1);
+  std::vector<weft::cli::Subcommand> commands;
+  for (const auto factory : kSubcommands) commands.push_back(factory(weft));
+
+  auto prefix = [&]() -> std::string {
+    for (const auto& c : commands)
+      if (c.app->parsed()) return "weft " + c.app->get_name();
+    return "weft";
+  };
+  try {
+    weft.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      if (rank == 0) weft.exit(e);  // --help: prints the help text
+      return weft::cli::kExitOk;
+    }
+    const std::string name = prefix();
+    weft::cli::report_error(name, std::string(e.what()) + " (see '" + name + " --help')",
+                            MPI_COMM_WORLD);
+    return weft::cli::kExitUsage;
+  }
+  for (const auto& c : commands)
+    if (c.app->parsed())
+      return weft::cli::run_guarded(prefix(), MPI_COMM_WORLD,
+                                    [&]() { return c.run(MPI_COMM_WORLD); });
+  return weft::cli::kExitUsage;  // unreachable: require_subcommand(1)
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  weft::mpi::Environment env(&argc, &argv);
+  // The outer guard catches what escapes parsing (e.g. std::bad_alloc); subcommands have their own.
+  return weft::cli::run_guarded("weft", MPI_COMM_WORLD, [&]() { return dispatch(argc, argv); });
+}
