@@ -10,6 +10,9 @@
 
 #include "cli_support.hpp"
 #include "mgrit_command.hpp"
+#ifdef WEFT_HAVE_TORCH
+#include "train_command.hpp"
+#endif
 #include "weft/util/mpi.hpp"
 
 namespace {
@@ -17,6 +20,10 @@ namespace {
 // Adding a subcommand is one line here (plus its own file).
 constexpr weft::cli::SubcommandFactory kSubcommands[] = {
     weft::cli::add_mgrit_command,
+#ifdef WEFT_HAVE_TORCH
+    weft::cli::add_train_command,
+    weft::cli::add_eval_command,
+#endif
 };
 
 int dispatch(int argc, char** argv) {

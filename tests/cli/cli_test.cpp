@@ -15,59 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-  std::vector<std::string> err_lines() const {
-    std::vector<std::string> lines;
-    std::istringstream in(err);
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty()) lines.push_back(line);
-    return lines;
-  }
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A fresh directory per test for the files a run writes.
-fs::path work_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "." + info->name();
-  std::replace(name.begin(), name.end(), '/', '_');
-  const fs::path dir = fs::path(WEFT_CLI_WORKDIR) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-// Runs `weft ARGS` on `np` ranks (mpiexec -q: no launcher banners), capturing both streams;
-// np = 0 starts the binary directly (an MPI singleton: fast, and no launcher at all).
-Outcome weft(int np, const std::string& args, const fs::path& dir) {
-  static int counter = 0;
-  const std::string tag = std::to_string(counter++);
-  const fs::path out = dir / ("stdout" + tag), err = dir / ("stderr" + tag);
-  const std::string launcher =
-      np == 0 ? std::string()
-              : std::string(WEFT_MPIEXEC) + " -q --oversubscribe -np " + std::to_string(np) + " ";
-  const std::string cmd =
-      launcher + WEFT_CLI_BINARY + " " + args + " > " + out.string() + " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  Outcome r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using weft::cli_test::Outcome;
+using weft::cli_test::slurp;
+using weft::cli_test::weft;
+using weft::cli_test::work_dir;
 
 // `weft mgrit ARGS --json DIR/NAME.json`: runs, expects success, returns the JSON.
 json mgrit_json(int np, const std::string& args, const fs::path& dir, const std::string& name) {

@@ -37,7 +37,7 @@ enum class FinalSweep {
   Default,  ///< XBraid: F; PyMGRIT: None (its cycles end with an F-relaxation)
   None,
   F,   ///< one F-relaxation (observer sees consistent F-points)
-  CF,  ///< every fine interval stepped once: C- then F-relaxation (gradients accumulate)
+  CF,  ///< every fine interval stepped once: F- then C-relaxation (gradients accumulate)
 };
 
 std::string to_string(Convention);

@@ -1,0 +1,539 @@
+// `weft train` and `weft eval`: data, model, the training loop, metrics, checkpoints.
+// The only file of the CLI that includes LibTorch.
+#include "training.hpp"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "weft/data/idx.hpp"
+#include "weft/models/image_resnet.hpp"
+#include "weft/nn/checkpoint.hpp"
+#include "weft/nn/layer_parallel.hpp"
+#include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace weft::cli {
+namespace {
+
+using json = nlohmann::json;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+struct Normalization {
+  double mean = 0, std = 1;
+};
+
+struct Dataset {
+  torch::Tensor images;  ///< [count, 1, rows, cols], normalized
+  torch::Tensor labels;  ///< [count] int64
+  std::int64_t count() const { return labels.size(0); }
+};
+
+data::ImageSet read_split(const std::string& dir, data::Split split, std::int64_t limit) {
+  data::IdxOptions options;
+  options.limit = limit;
+  return data::load_idx(dir + "/" + data::images_file(split), dir + "/" + data::labels_file(split),
+                        options);
+}
+
+Normalization measure(const data::ImageSet& set) {
+  double sum = 0, sq = 0;
+  for (std::uint8_t p : set.pixels) {
+    const double v = p / 255.0;
+    sum += v;
+    sq += v * v;
+  }
+  const double n = std::max<double>(1.0, static_cast<double>(set.pixels.size()));
+  Normalization norm;
+  norm.mean = sum / n;
+  norm.std = std::sqrt(std::max(1e-12, sq / n - norm.mean * norm.mean));
+  return norm;
+}
+
+Dataset to_tensors(const data::ImageSet& set, const Normalization& norm) {
+  if (set.count == 0) throw BadData("data set is empty");
+  std::vector<float> pixels =
+      data::to_float(set, static_cast<float>(norm.mean), static_cast<float>(norm.std));
+  std::vector<std::int64_t> labels = data::labels_as_int64(set);
+  Dataset d;
+  d.images =
+      torch::from_blob(pixels.data(), {set.count, 1, set.rows, set.cols}, torch::kFloat32).clone();
+  d.labels = torch::from_blob(labels.data(), {set.count}, torch::kInt64).clone();
+  return d;
+}
+
+void set_threads(int requested, MPI_Comm comm) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = requested > 0 ? requested : std::max(1, cores / mpi::size(comm));
+  torch::set_num_threads(threads);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model: the layer-parallel module, or the plain sequential network (--serial, rank 0 only)
+
+json to_json(const ModelConfig& m) {
+  return {{"channels", m.channels},
+          {"steps", m.steps},
+          {"T", m.t_final},
+          {"open", m.open},
+          {"seed", m.seed}};
+}
+
+// The metadata of a checkpoint, with every field the CLI relies on checked up front.
+json checkpoint_metadata(const std::string& dir) {
+  json meta = json::parse(nn::read_checkpoint_metadata(dir));
+  for (const char* key : {"model", "image", "epoch", "normalization", "optimizer"})
+    if (!meta.contains(key))
+      throw BadData("checkpoint " + dir + ": the metadata has no '" + key +
+                    "' (not written by weft train?)");
+  return meta;
+}
+
+std::pair<std::int64_t, std::int64_t> image_size(const json& meta) {
+  return {meta.at("image").at("rows").get<std::int64_t>(),
+          meta.at("image").at("cols").get<std::int64_t>()};
+}
+
+ModelConfig model_from_json(const json& j) {
+  ModelConfig m;
+  m.channels = j.at("channels").get<int>();
+  m.steps = j.at("steps").get<std::int64_t>();
+  m.t_final = j.at("T").get<double>();
+  m.open = j.at("open").get<std::string>();
+  m.seed = j.at("seed").get<std::uint64_t>();
+  return m;
+}
+
+nn::Network make_network(const ModelConfig& m, const Dataset& like) {
+  models::ImageResNetSpec spec;
+  spec.channels = m.channels;
+  spec.steps = m.steps;
+  spec.t_final = m.t_final;
+  spec.open = models::parse_open_layer(m.open);
+  spec.height = like.images.size(2);
+  spec.width = like.images.size(3);
+  spec.seed = m.seed;
+  return models::image_resnet(spec);
+}
+
+struct BatchOutcome {
+  double loss = 0;     ///< mean over the batch, on every rank
+  double correct = 0;  ///< on every rank
+};
+
+struct Timing {
+  double forward = 0, backward = 0, optimizer = 0;
+};
+
+class Model {
+ public:
+  // Layer-parallel over `comm`, or sequential when `comm` is MPI_COMM_SELF and serial is set.
+  Model(const nn::Network& net, MPI_Comm comm, bool serial, const nn::LayerParallelOptions& opts)
+      : comm_(comm), serial_(serial) {
+    if (serial_)
+      sequential_ = nn::SequentialNetwork(net);
+    else
+      parallel_ = nn::LayerParallel(comm, net, opts);
+  }
+
+  torch::nn::Module& module() {
+    return serial_ ? static_cast<torch::nn::Module&>(*sequential_)
+                   : static_cast<torch::nn::Module&>(*parallel_);
+  }
+  const nn::LayerParallel* parallel() const { return serial_ ? nullptr : &parallel_; }
+
+  BatchOutcome train(const torch::Tensor& x, const torch::Tensor& y, torch::optim::Optimizer& opt,
+                     Timing& t) {
+    BatchOutcome out;
+    opt.zero_grad();
+    double t0 = now();
+    if (serial_) {
+      torch::Tensor logits = sequential_->forward(x);
+      double t1 = now();
+      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
+      out.correct = static_cast<double>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
+      out.loss = loss.item<double>();
+      check_finite(out.loss);
+      loss.backward();
+      double t2 = now();
+      opt.step();
+      t = {t1 - t0, t2 - t1, now() - t2};
+      return out;
+    }
+    torch::Tensor logits = parallel_->forward(x);
+    double t1 = now();
+    double correct = 0;
+    torch::Tensor loss = parallel_->loss(logits, [&](const torch::Tensor& z) {
+      correct = static_cast<double>(z.argmax(1).eq(y).sum().item<std::int64_t>());
+      return torch::nn::functional::cross_entropy(z, y);
+    });
+    out.loss = loss.item<double>();
+    check_finite(out.loss);  // the same value on every rank: every rank stops together
+    loss.backward();
+    double t2 = now();
+    opt.step();
+    t = {t1 - t0, t2 - t1, now() - t2};
+    out.correct = parallel_->broadcast_from_output(correct);
+    return out;
+  }
+
+  // Sum of losses and correct predictions over the batch, on every rank; `confusion` (classes x
+  // classes, row = true label) is accumulated on the rank that has the logits.
+  BatchOutcome evaluate(const torch::Tensor& x, const torch::Tensor& y,
+                        std::vector<std::int64_t>& confusion, int classes) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor logits = serial_ ? sequential_->forward(x) : parallel_->forward(x);
+    const bool has_logits = serial_ || parallel_->owns_output();
+    double loss = 0, correct = 0;
+    if (has_logits) {
+      loss = torch::nn::functional::cross_entropy(
+                 logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                 .item<double>();
+      torch::Tensor predicted = logits.argmax(1);
+      correct = static_cast<double>(predicted.eq(y).sum().item<std::int64_t>());
+      auto p = predicted.accessor<std::int64_t, 1>();
+      auto l = y.accessor<std::int64_t, 1>();
+      for (std::int64_t i = 0; i < p.size(0); ++i)
+        ++confusion[static_cast<size_t>(l[i] * classes + p[i])];
+    }
+    if (!serial_) {
+      loss = parallel_->broadcast_from_output(loss);
+      correct = parallel_->broadcast_from_output(correct);
+    }
+    return {loss, correct};
+  }
+
+ private:
+  void check_finite(double loss) const {
+    if (!std::isfinite(loss))
+      throw Divergence("training diverged: the loss is " + number_text(loss) +
+                       " (try a smaller --lr)");
+  }
+
+  MPI_Comm comm_;
+  bool serial_;
+  nn::SequentialNetwork sequential_{nullptr};
+  nn::LayerParallel parallel_{nullptr};
+};
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& c, Model& model) {
+  auto params = model.module().parameters();
+  if (c.optimizer == "sgd")
+    return std::make_unique<torch::optim::SGD>(params,
+                                               torch::optim::SGDOptions(c.lr).momentum(c.momentum));
+  if (c.optimizer == "adam")
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr));
+  throw InvalidOption("option --optimizer: '" + c.optimizer + "' is invalid; accepted: sgd, adam");
+}
+
+struct EvalOutcome {
+  double loss = 0, accuracy = 0;
+  std::vector<std::int64_t> confusion;  ///< summed onto every rank
+};
+
+EvalOutcome evaluate(Model& model, const Dataset& test, std::int64_t batch, MPI_Comm comm) {
+  constexpr int kClasses = 10;
+  EvalOutcome out;
+  std::vector<std::int64_t> local(kClasses * kClasses, 0);
+  double loss = 0, correct = 0;
+  for (std::int64_t start = 0; start < test.count(); start += batch) {
+    const std::int64_t end = std::min(test.count(), start + batch);
+    const BatchOutcome b = model.evaluate(test.images.slice(0, start, end),
+                                          test.labels.slice(0, start, end), local, kClasses);
+    loss += b.loss;
+    correct += b.correct;
+  }
+  out.confusion.assign(local.size(), 0);
+  mpi::check(MPI_Allreduce(local.data(), out.confusion.data(), static_cast<int>(local.size()),
+                           MPI_INT64_T, MPI_SUM, comm),
+             "MPI_Allreduce (confusion matrix)");
+  out.loss = loss / static_cast<double>(test.count());
+  out.accuracy = correct / static_cast<double>(test.count());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting
+
+class Progress {
+ public:
+  Progress(bool enabled, int epoch, std::int64_t total)
+      : enabled_(enabled),
+        tty_(isatty(STDOUT_FILENO) != 0),
+        epoch_(epoch),
+        total_(total),
+        start_(now()) {}
+  void update(std::int64_t done, double loss, double accuracy) {
+    if (!enabled_) return;
+    const double t = now();
+    const bool last = done >= total_;
+    if (tty_) {
+      if (!last && t - shown_ < 0.2) return;
+    } else if (!last && done < next_line_) {
+      return;
+    }
+    shown_ = t;
+    next_line_ = done + total_ / 5;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done / std::max<std::int64_t>(1, total_));
+    const std::string bar = std::string(static_cast<size_t>(filled), '#') +
+                            std::string(static_cast<size_t>(kWidth - filled), '.');
+    const double rate = static_cast<double>(done) / std::max(1e-9, t - start_);
+    std::printf("%sepoch %d [%s] %lld/%lld  loss %.4f  acc %.4f  %.0f samples/s%s",
+                tty_ ? "\r" : "", epoch_, bar.c_str(), static_cast<long long>(done),
+                static_cast<long long>(total_), loss, accuracy, rate, tty_ && !last ? "" : "\n");
+    std::fflush(stdout);
+  }
+
+ private:
+  bool enabled_, tty_;
+  int epoch_;
+  std::int64_t total_;
+  double start_, shown_ = 0;
+  std::int64_t next_line_ = 0;
+};
+
+// Mean over batches, skipping the first two (warm-up) when there are more.
+double steady_mean(const std::vector<double>& v) {
+  const size_t skip = v.size() > 2 ? 2 : 0;
+  if (v.size() == skip) return 0;
+  return std::accumulate(v.begin() + static_cast<long>(skip), v.end(), 0.0) /
+         static_cast<double>(v.size() - skip);
+}
+
+json optional_number(const std::optional<double>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+void print_confusion(const std::vector<std::int64_t>& confusion, int classes) {
+  std::printf("confusion matrix (rows: true label, columns: predicted)\n      ");
+  for (int c = 0; c < classes; ++c) std::printf("%6d", c);
+  std::printf("\n");
+  for (int r = 0; r < classes; ++r) {
+    std::printf("%6d", r);
+    for (int c = 0; c < classes; ++c)
+      std::printf("%6lld", static_cast<long long>(confusion[static_cast<size_t>(r * classes + c)]));
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+int run_training(const TrainConfig& config_in, MPI_Comm world) {
+  TrainConfig c = config_in;
+  const int rank = mpi::rank(world), ranks = mpi::size(world);
+  set_threads(c.threads, world);
+
+  int start_epoch = 1;
+  std::optional<Normalization> stored_norm;
+  std::optional<std::pair<std::int64_t, std::int64_t>> stored_size;
+  json resumed_metrics = json::array();
+  if (!c.resume_dir.empty()) {
+    const json meta = checkpoint_metadata(c.resume_dir);
+    c.model = model_from_json(meta.at("model"));
+    start_epoch = meta.at("epoch").get<int>() + 1;
+    stored_norm = Normalization{meta.at("normalization").at("mean").get<double>(),
+                                meta.at("normalization").at("std").get<double>()};
+    stored_size = image_size(meta);
+    if (meta.at("optimizer").get<std::string>() != c.optimizer)
+      throw InvalidOption("option --optimizer: '" + c.optimizer + "' differs from the '" +
+                          meta.at("optimizer").get<std::string>() + "' of checkpoint " +
+                          c.resume_dir);
+  }
+
+  // Every rank reads the (small) data set: the input rank needs the images, the output rank the
+  // labels, and the batches must agree.
+  const data::ImageSet train_raw = read_split(c.data_dir, data::Split::Train, c.train_size);
+  const data::ImageSet test_raw = read_split(c.data_dir, data::Split::Test, c.test_size);
+  if (test_raw.rows != train_raw.rows || test_raw.cols != train_raw.cols)
+    throw BadData(fmt::format("wrong image size: test images are {}x{}, training images {}x{}",
+                              test_raw.rows, test_raw.cols, train_raw.rows, train_raw.cols));
+  if (stored_size && *stored_size != std::make_pair(train_raw.rows, train_raw.cols))
+    throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
+                              train_raw.rows, train_raw.cols, c.resume_dir, stored_size->first,
+                              stored_size->second));
+  const Normalization norm = stored_norm ? *stored_norm : measure(train_raw);
+  const Dataset train = to_tensors(train_raw, norm), test = to_tensors(test_raw, norm);
+
+  // --serial: the reference, plain LibTorch on rank 0; the other ranks have nothing to do.
+  MPI_Comm comm = world;
+  if (c.serial) {
+    if (rank != 0) return 0;
+    comm = MPI_COMM_SELF;
+  }
+  Model model(make_network(c.model, train), comm, c.serial, c.parallel);
+  auto optimizer = make_optimizer(c, model);
+  if (!c.resume_dir.empty())
+    nn::load_checkpoint(c.resume_dir, comm, model.module(), optimizer.get());
+
+  const bool root = mpi::rank(comm) == 0;
+  if (root) {
+    std::printf("weft train: %s, %lld training / %lld test images %lldx%lld from %s\n",
+                c.serial ? "sequential LibTorch (--serial)"
+                         : fmt::format("layer-parallel on {} rank(s)", ranks).c_str(),
+                static_cast<long long>(train.count()), static_cast<long long>(test.count()),
+                static_cast<long long>(train.images.size(2)),
+                static_cast<long long>(train.images.size(3)), c.data_dir.c_str());
+    std::printf(
+        "  model: open %s, %lld steps of conv3x3-ReLU-conv3x3-ReLU at %d channels, T %g, "
+        "close linear(%lld->32)-ReLU-linear(32->10); seed %llu\n",
+        c.model.open.c_str(), static_cast<long long>(c.model.steps), c.model.channels,
+        c.model.t_final,
+        static_cast<long long>(c.model.channels * train.images.size(2) * train.images.size(3)),
+        static_cast<unsigned long long>(c.model.seed));
+    std::printf("  training: %s lr %g%s, batch %lld, epochs %d (from %d), %d torch thread(s)\n",
+                c.optimizer.c_str(), c.lr,
+                c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",
+                static_cast<long long>(c.batch), c.epochs, start_epoch, torch::get_num_threads());
+    if (!c.serial) {
+      std::string text = nn::to_string(c.parallel);
+      for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
+        text.replace(at, 1, "\n    ");
+      std::printf("  mgrit:\n    %s\n", text.c_str());
+    }
+    std::fflush(stdout);
+  }
+  std::ofstream metrics;
+  if (root && !c.metrics_path.empty()) {
+    metrics.open(c.metrics_path, start_epoch > 1 ? std::ios::app : std::ios::trunc);
+    if (!metrics) throw BadData("cannot write --metrics file " + c.metrics_path);
+  }
+
+  std::vector<std::int64_t> order(static_cast<size_t>(train.count()));
+  for (int epoch = start_epoch; epoch <= c.epochs; ++epoch) {
+    const double epoch_start = now();
+    // The same shuffle on every rank, and on resume: it depends on (seed, epoch) only.
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(c.model.seed * 7919 + static_cast<std::uint64_t>(epoch));
+    std::shuffle(order.begin(), order.end(), rng);
+    const torch::Tensor perm = torch::from_blob(order.data(), {train.count()}, torch::kInt64);
+
+    Progress progress(root && c.progress, epoch, train.count());
+    std::vector<double> fwd_ms, bwd_ms, opt_ms, fwd_it, bwd_it, fwd_res, bwd_res;
+    double loss_sum = 0, correct_sum = 0;
+    std::int64_t seen = 0;
+    for (std::int64_t start = 0; start < train.count(); start += c.batch) {
+      const std::int64_t end = std::min(train.count(), start + c.batch);
+      const torch::Tensor idx = perm.slice(0, start, end);
+      Timing t;
+      const BatchOutcome b = model.train(train.images.index_select(0, idx),
+                                         train.labels.index_select(0, idx), *optimizer, t);
+      fwd_ms.push_back(1e3 * t.forward);
+      bwd_ms.push_back(1e3 * t.backward);
+      opt_ms.push_back(1e3 * t.optimizer);
+      if (const auto* lp = model.parallel()) {
+        const auto& s = (*lp)->statistics();
+        fwd_it.push_back(s.forward.result.iterations);
+        bwd_it.push_back(s.backward.result.iterations);
+        if (auto r = s.forward.result.final_residual()) fwd_res.push_back(*r);
+        if (auto r = s.backward.result.final_residual()) bwd_res.push_back(*r);
+      }
+      const std::int64_t n = end - start;
+      seen += n;
+      loss_sum += b.loss * static_cast<double>(n);
+      correct_sum += b.correct;
+      progress.update(seen, loss_sum / static_cast<double>(seen),
+                      correct_sum / static_cast<double>(seen));
+    }
+    double times[3] = {steady_mean(fwd_ms), steady_mean(bwd_ms), steady_mean(opt_ms)}, slowest[3];
+    mpi::check(MPI_Allreduce(times, slowest, 3, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+    const EvalOutcome ev = evaluate(model, test, std::max<std::int64_t>(c.batch, 500), comm);
+    const double epoch_seconds = now() - epoch_start;
+    auto mean = [](const std::vector<double>& v) -> std::optional<double> {
+      if (v.empty()) return std::nullopt;
+      return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    };
+    const json record = {{"epoch", epoch},
+                         {"train_loss", loss_sum / static_cast<double>(seen)},
+                         {"train_accuracy", correct_sum / static_cast<double>(seen)},
+                         {"test_loss", ev.loss},
+                         {"test_accuracy", ev.accuracy},
+                         {"epoch_seconds", epoch_seconds},
+                         {"forward_ms", slowest[0]},
+                         {"backward_ms", slowest[1]},
+                         {"optimizer_ms", slowest[2]},
+                         {"fwd_iterations", optional_number(mean(fwd_it))},
+                         {"fwd_residual", optional_number(mean(fwd_res))},
+                         {"bwd_iterations", optional_number(mean(bwd_it))},
+                         {"bwd_residual", optional_number(mean(bwd_res))},
+                         {"ranks", c.serial ? 1 : ranks},
+                         {"serial", c.serial}};
+    if (root) {
+      std::printf(
+          "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s | "
+          "per batch: forward %.1f ms, backward %.1f ms, optimizer %.2f ms\n",
+          epoch, record["train_loss"].get<double>(), record["train_accuracy"].get<double>(),
+          ev.loss, ev.accuracy, epoch_seconds, slowest[0], slowest[1], slowest[2]);
+      std::fflush(stdout);
+      if (metrics.is_open()) metrics << record.dump() << "\n" << std::flush;
+    }
+    if (!c.checkpoint_dir.empty()) {
+      const json meta = {
+          {"model", to_json(c.model)},
+          {"image", {{"rows", train.images.size(2)}, {"cols", train.images.size(3)}}},
+          {"epoch", epoch},
+          {"normalization", {{"mean", norm.mean}, {"std", norm.std}}},
+          {"optimizer", c.optimizer},
+          {"metrics", record}};
+      nn::save_checkpoint(c.checkpoint_dir, comm, model.module(), optimizer.get(), meta.dump());
+    }
+  }
+  return 0;
+}
+
+int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
+  set_threads(c.threads, comm);
+  const json meta = checkpoint_metadata(c.resume_dir);
+  const ModelConfig m = model_from_json(meta.at("model"));
+  const Normalization norm{meta.at("normalization").at("mean").get<double>(),
+                           meta.at("normalization").at("std").get<double>()};
+  const data::ImageSet raw = read_split(c.data_dir, data::Split::Test, c.test_size);
+  const auto size = image_size(meta);
+  if (size != std::make_pair(raw.rows, raw.cols))
+    throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
+                              raw.rows, raw.cols, c.resume_dir, size.first, size.second));
+  const Dataset test = to_tensors(raw, norm);
+  Model model(make_network(m, test), comm, false, nn::LayerParallelOptions::exact());
+  nn::load_checkpoint(c.resume_dir, comm, model.module(), nullptr);
+  const EvalOutcome ev = evaluate(model, test, c.batch, comm);
+  if (mpi::rank(comm) == 0) {
+    std::printf("weft eval: checkpoint %s (epoch %d), %lld test images, %d rank(s)\n",
+                c.resume_dir.c_str(), meta.at("epoch").get<int>(),
+                static_cast<long long>(test.count()), mpi::size(comm));
+    std::printf("test loss %.4f  accuracy %.4f\n", ev.loss, ev.accuracy);
+    print_confusion(ev.confusion, 10);
+    if (!c.json_path.empty()) {
+      std::ofstream out(c.json_path);
+      if (!out) throw BadData("cannot write --json file " + c.json_path);
+      out << json{{"checkpoint", c.resume_dir}, {"epoch", meta.at("epoch")},
+                  {"test_loss", ev.loss},       {"test_accuracy", ev.accuracy},
+                  {"confusion", ev.confusion},  {"ranks", mpi::size(comm)}}
+                 .dump(1)
+          << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace weft::cli

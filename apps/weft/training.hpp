@@ -1,0 +1,54 @@
+#pragma once
+// `weft train` and `weft eval` behind a LibTorch-free interface: the subcommand files parse
+// flags into these structs; training.cpp (the only file here that includes LibTorch) runs them.
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+#include "weft/nn/options.hpp"
+
+namespace weft::cli {
+
+/// The network architecture; stored in checkpoints, so `--resume` and `weft eval` rebuild it.
+struct ModelConfig {
+  int channels = 4;
+  std::int64_t steps = 8;
+  double t_final = 1.0;
+  std::string open = "conv";  ///< conv | copy
+  std::uint64_t seed = 1;
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::int64_t batch = 50;
+  int epochs = 2;
+  std::int64_t train_size = -1;  ///< -1: the whole training set
+  std::int64_t test_size = -1;
+  std::string optimizer = "adam";  ///< sgd | adam
+  double lr = 1e-3;
+  double momentum = 0.9;
+  int threads = 0;      ///< torch intra-op threads per rank; 0: cores / ranks
+  bool serial = false;  ///< plain sequential LibTorch training (rank 0), the reference
+  nn::LayerParallelOptions parallel;
+  std::string metrics_path;
+  std::string checkpoint_dir;
+  std::string resume_dir;
+  bool progress = true;
+};
+
+struct EvalConfig {
+  std::string resume_dir;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::int64_t test_size = -1;
+  std::int64_t batch = 500;
+  int threads = 0;
+  std::string json_path;
+};
+
+/// Collective over `comm`; returns the exit code. Throws weft errors (see cli_support.hpp).
+int run_training(const TrainConfig& config, MPI_Comm comm);
+int run_evaluation(const EvalConfig& config, MPI_Comm comm);
+
+}  // namespace weft::cli

@@ -1,0 +1,44 @@
+#pragma once
+// Distributed checkpoints: every rank writes its own part (its parameters, buffers and optimizer
+// state, keyed by the sequential network's names "open.*", "step_<n>.*", "close.*") and rank 0
+// writes manifest.json, which records the layout and the caller's metadata. Because the keys do
+// not depend on the layout, a checkpoint loads at any rank count, and also into a
+// SequentialNetwork.
+//
+//   DIR/manifest.json   {"format": "weft-checkpoint-1", "ranks": P, "parts": [{"file", "keys"}],
+//                        "metadata": {...}}
+//   DIR/part-<r>.pt     LibTorch archive: "model/<name>", "optim/<name>/<field>"
+//
+// Optimizer state is saved for torch::optim::SGD (momentum buffers) and torch::optim::Adam
+// (step, first and second moments); other optimizers are rejected with InvalidOption.
+#include <mpi.h>
+
+#include <string>
+
+namespace torch {
+namespace nn {
+class Module;
+}
+namespace optim {
+class Optimizer;
+}
+}  // namespace torch
+
+namespace weft::nn {
+
+/// Collective over `comm`. `module` holds this rank's share of the network (a LayerParallel, or
+/// a whole SequentialNetwork on one rank); `optimizer` may be null. `metadata_json` is a JSON
+/// object stored verbatim under "metadata". Creates `dir` if needed.
+void save_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
+                     const torch::optim::Optimizer* optimizer, const std::string& metadata_json);
+
+/// Collective. Fills every parameter and buffer of `module` from the checkpoint (each must be
+/// found, with the same shape) and, when `optimizer` is given, its per-parameter state.
+/// Returns the metadata JSON text. Throws weft::BadData (missing or inconsistent checkpoint).
+std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
+                            torch::optim::Optimizer* optimizer);
+
+/// Reads only the metadata JSON text of a checkpoint (no MPI, no tensors).
+std::string read_checkpoint_metadata(const std::string& dir);
+
+}  // namespace weft::nn

@@ -1,0 +1,217 @@
+#pragma once
+// weft::nn::LayerParallel: a residual network whose N step layers are spread over the ranks of
+// an MPI communicator and run with MGRIT, forward and backward, inside LibTorch autograd.
+//
+//   x_0 = open(input)                      on the input rank (rank 0, the owner of point 0)
+//   x_{n+1} = x_n + h F_n(x_n), n < N      h = T/N; layer n lives on the owner of point n
+//   output = close(x_N)                    on the output rank (P-1, the owner of point N)
+//
+// The fine points 0..N are block-distributed like the MGRIT solver's own distribution
+// (mgrit::Distribution::block_begin(N+1, P, rank)); a rank owns the layers of its points, so
+// parameter memory per rank is ∝ N/P. The forward pass is an MGRIT solve of the chain above
+// (steps on coarse level l apply the fine layer of the C-point with step h·cf^l, so a rank also
+// keeps parameter copies of the few remote layers its steps start from: ghost layers, refreshed
+// every forward). The backward pass is an MGRIT solve of the adjoint chain
+// λ_n = λ_{n+1} + h (∂F_n/∂x(x_n))ᵀ λ_{n+1} in reverse time; its final fine sweep accumulates
+// the parameter gradients h (∂F_n/∂θ_n)ᵀ λ_{n+1}. With one level (the default, "exact mode")
+// both solves are sequential chains and outputs and gradients equal ordinary backprop.
+//
+// The user's loop, the same code on EVERY rank of the communicator:
+//
+//   weft::nn::Network net;
+//   net.steps = 32;  net.t_final = 1.0;
+//   net.step  = [](int64_t n) -> weft::nn::Layer { return MyBlock(...); };  // or a Sequential
+//   net.open  = []() -> weft::nn::Layer { return MyOpening(...); };        // optional
+//   net.close = []() -> weft::nn::Layer { return MyClassifier(...); };     // optional
+//   weft::nn::LayerParallel model(MPI_COMM_WORLD, net, weft::nn::LayerParallelOptions());
+//   torch::optim::SGD optimizer(model->parameters(), 0.1);   // this rank's parameters only
+//   for (auto& [images, labels] : batches) {  // images read on rank 0, labels on rank P-1
+//     optimizer.zero_grad();
+//     torch::Tensor out = model->forward(images);     // logits on the output rank,
+//                                                     // a 0-dim placeholder elsewhere
+//     torch::Tensor loss = model->loss(out, [&](const torch::Tensor& logits) {
+//       return torch::nn::functional::cross_entropy(logits, labels);  // runs on P-1 only
+//     });                                            // the loss value on every rank
+//     loss.backward();                               // every rank: the adjoint MGRIT solve
+//     optimizer.step();
+//   }
+//
+// Rules:
+// - forward() and the backward of its result are collective: every rank calls both, in the
+//   same order, one backward per forward (a backward of an older forward throws InvalidOption).
+//   Without loss(): on the output rank backpropagate your loss; on the other ranks call
+//   `out.backward()` on the placeholder (its gradient is ignored), so that their part of the
+//   adjoint solve runs.
+// - `input` is read on the input rank only (others may pass any tensor, even undefined). The
+//   state shape (of x_0) is broadcast from the input rank every batch; batch sizes may change.
+// - Step layers must map a tensor of the state shape to the same shape, be deterministic
+//   (the adjoint re-evaluates them at the stored x_n), and not share parameters.
+// - The factories must be callable on any rank for any index and return modules of the same
+//   structure for the same index every time: they build local layers, ghost copies (whose
+//   parameters are overwritten) and the gathered sequential network.
+// - Parameter names match the sequential network's: "open.*", "step_<n>.*", "close.*", so
+//   per-rank state dicts are disjoint subsets of gather_sequential()'s.
+// - Parameter gradients reach `.grad()` through autograd (the local step-layer parameters are
+//   inputs of the autograd function), so zero_grad(), hooks and torch::optim work as usual.
+// - Inference: run forward() under torch::NoGradGuard (still collective; no graphs are kept).
+// - Errors that one rank detects are shared first, so every rank throws the same kind
+//   (InvalidOption, BadData, Divergence) and none hangs.
+// - The module must outlive the backward of its last forward.
+// - Layers that change state or draw random numbers per evaluation (batch norm in training
+//   mode, dropout) are evaluated several times per batch by MGRIT; this is not handled yet.
+// - backward() may run MPI on an autograd thread for device tensors: initialise MPI with at
+//   least MPI_THREAD_SERIALIZED there. On CPU it runs on the calling thread.
+#include <mpi.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "weft/nn/options.hpp"
+
+namespace weft::nn {
+
+namespace detail {
+class Core;
+}  // namespace detail
+
+/// A module with a tensor-to-tensor forward, held by pointer: anything a factory returns.
+/// Converts implicitly from module holders (torch::nn::Sequential, torch::nn::Linear, your
+/// TORCH_MODULE types), from shared pointers to module classes, and from torch::nn::AnyModule.
+class Layer {
+ public:
+  Layer() = default;
+  template <class M>
+  Layer(torch::nn::ModuleHolder<M> holder)  // NOLINT(google-explicit-constructor)
+      : Layer(holder.ptr()) {}
+  template <class M, class = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
+  Layer(std::shared_ptr<M> module)  // NOLINT(google-explicit-constructor)
+      : module_(module),
+        forward_([module](const torch::Tensor& x) -> torch::Tensor { return module->forward(x); }) {
+  }
+  Layer(torch::nn::AnyModule any)  // NOLINT(google-explicit-constructor)
+      : module_(any.is_empty() ? nullptr : any.ptr()),
+        forward_(
+            [any](const torch::Tensor& x) mutable -> torch::Tensor { return any.forward(x); }) {}
+
+  torch::Tensor forward(const torch::Tensor& x) const { return forward_(x); }
+  const std::shared_ptr<torch::nn::Module>& ptr() const { return module_; }
+  torch::nn::Module& module() const { return *module_; }
+  bool is_empty() const { return module_ == nullptr; }
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  std::function<torch::Tensor(const torch::Tensor&)> forward_;
+};
+
+/// F_n for layer n (0 <= n < N).
+using StepFactory = std::function<Layer(std::int64_t layer)>;
+/// The open or close layer.
+using LayerFactory = std::function<Layer()>;
+
+/// The network: N, T and how to build its layers.
+struct Network {
+  std::int64_t steps = 0;  ///< N step layers (N >= number of ranks)
+  double t_final = 1.0;    ///< T; the step size is h = T/N
+  StepFactory step;        ///< required
+  LayerFactory open;       ///< optional; built on the input rank (and a gather root)
+  LayerFactory close;      ///< optional; built on the output rank (and a gather root)
+};
+
+/// The whole network on one rank: open, then x <- x + h F_n(x) for n = 0..N-1, then close.
+/// Parameter names: "open.*", "step_<n>.*", "close.*".
+class SequentialNetworkImpl : public torch::nn::Module {
+ public:
+  SequentialNetworkImpl(const Network& network);
+  torch::Tensor forward(torch::Tensor x);
+
+  std::int64_t steps() const { return static_cast<std::int64_t>(steps_.size()); }
+  double step_size() const { return h_; }
+  Layer& step(std::int64_t n) { return steps_.at(static_cast<size_t>(n)); }
+  const Layer& step(std::int64_t n) const { return steps_.at(static_cast<size_t>(n)); }
+  /// Empty when the Network has none.
+  Layer& open() { return open_; }
+  const Layer& open() const { return open_; }
+  Layer& close() { return close_; }
+  const Layer& close() const { return close_; }
+
+ private:
+  double h_;
+  Layer open_, close_;
+  std::vector<Layer> steps_;
+};
+TORCH_MODULE(SequentialNetwork);
+
+class LayerParallelImpl : public torch::nn::Module {
+ public:
+  /// Collective over `comm` (duplicated internally). Throws weft::InvalidOption on every rank
+  /// when N < P, N < 1, T is not finite and positive, the step factory is missing, or the
+  /// options are invalid.
+  LayerParallelImpl(MPI_Comm comm, Network network, LayerParallelOptions options = {});
+  ~LayerParallelImpl() override;
+
+  /// Collective. Runs the open layer (input rank), the forward MGRIT solve, and the close layer
+  /// (output rank). Returns close(x_N) on the output rank and a 0-dim zero placeholder that is
+  /// connected to the autograd graph on every other rank.
+  /// Throws weft::BadData on every rank when the input rank's x_0 is undefined or not finite,
+  /// weft::Divergence on every rank when a multilevel solve diverges.
+  torch::Tensor forward(const torch::Tensor& input);
+
+  /// Collective. On the output rank: criterion(output), which must be a scalar. On the other
+  /// ranks: a scalar that depends on the placeholder `output` (so backward() reaches the
+  /// adjoint solve) and holds the same value. Call backward() on the result on every rank.
+  torch::Tensor loss(const torch::Tensor& output,
+                     const std::function<torch::Tensor(const torch::Tensor&)>& criterion);
+  /// Collective: `value` of the output rank, on every rank (metrics such as accuracy).
+  double broadcast_from_output(double value) const;
+
+  /// Collective: the whole network on `root` (an empty holder elsewhere), parameters and
+  /// buffers copied, for inference, export and checks.
+  SequentialNetwork gather_sequential(int root = 0);
+  /// Collective: the inverse: copies parameters and buffers of `full` (read on `root` only; may
+  /// be an empty holder elsewhere) into the distributed layers (checkpoint loading).
+  void load_sequential(const SequentialNetwork& full, int root = 0);
+
+  /// Collective: new solver options (rebuilds the solvers and the ghost layers).
+  void set_options(const LayerParallelOptions& options);
+  const LayerParallelOptions& options() const;
+  /// The last batch on this rank.
+  const BatchStatistics& statistics() const;
+
+  MPI_Comm comm() const;
+  int rank() const;
+  int ranks() const;
+  std::int64_t steps() const;
+  double step_size() const;
+  bool owns_input() const { return rank() == 0; }
+  bool owns_output() const { return rank() == ranks() - 1; }
+  /// This rank's fine points [first_point, end_point) and layers [first_layer, end_layer).
+  std::int64_t first_point() const;
+  std::int64_t end_point() const;
+  std::int64_t first_layer() const { return first_point(); }
+  std::int64_t end_layer() const;
+  /// A local layer (first_layer() <= n < end_layer()).
+  Layer& layer(std::int64_t n);
+  /// Empty on ranks that do not own them.
+  Layer& open();
+  Layer& close();
+  /// Indices of the remote layers this rank keeps copies of (for the coarse forward steps).
+  std::vector<std::int64_t> ghost_layers() const;
+
+  // Device and dtype changes apply to the ghost layers too.
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
+
+ private:
+  std::unique_ptr<detail::Core> core_;
+};
+TORCH_MODULE(LayerParallel);
+
+}  // namespace weft::nn

@@ -1,0 +1,109 @@
+#pragma once
+// Options and per-batch statistics of weft::nn::LayerParallel. Free of LibTorch, so option
+// parsing and reporting code (the CLI) can use it without compiling LibTorch headers.
+//
+//   // exact mode (the default): one level, outputs and gradients equal sequential backprop
+//   weft::nn::LayerParallelOptions exact;
+//   // layer-parallel: 3 levels, cf 4, 2 forward and 1 backward iteration
+//   auto fast = weft::nn::LayerParallelOptions::multilevel(3, 4, 2, 1);
+//   // anything mgrit::Options offers, separately per direction
+//   weft::nn::LayerParallelOptions custom;
+//   custom.forward(mgrit::Options().max_levels(3).cfactor(2).abs_tol(1e-10).max_iterations(20))
+//         .backward(mgrit::Options().max_levels(3).cfactor(2).max_iterations(1));
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/mgrit/options.hpp"
+#include "weft/mgrit/result.hpp"
+
+namespace weft::nn {
+
+class LayerParallelOptions {
+ public:
+  /// Exact mode: both solves with one level (a sequential chain over the ranks).
+  LayerParallelOptions();
+
+  /// Exact mode (the default constructor's options).
+  static LayerParallelOptions exact();
+  /// Fixed-iteration multilevel solves (XBraid convention, skip, FCF relaxation, residuals
+  /// measured but never used to stop): `levels` levels with coarsening factor `cfactor`,
+  /// `forward_iterations` and `backward_iterations` cycles.
+  static LayerParallelOptions multilevel(int levels, int cfactor, int forward_iterations,
+                                         int backward_iterations);
+
+  /// Options of the forward solve. The module overrides: direction (Forward) and storage of
+  /// every fine point (the adjoint needs x_n). With warm_start(true) and the default initial
+  /// phase, the initial phase is None (a skip phase would replace the warm states by a coarse
+  /// solve). Warm starts reuse the previous batch's states while the state shape is unchanged.
+  LayerParallelOptions& forward(mgrit::Options options) {
+    forward_ = std::move(options);
+    return *this;
+  }
+  /// Options of the adjoint (backward) solve. The module overrides: direction (Reverse),
+  /// storage of every fine point, and the final sweep (CF: every fine interval is stepped once
+  /// more, which is where parameter gradients are accumulated).
+  LayerParallelOptions& backward(mgrit::Options options) {
+    backward_ = std::move(options);
+    return *this;
+  }
+  /// Keep each local layer's autograd graph y_n = F_n(x_n) between the forward solve's final
+  /// sweep and the adjoint solve (and across adjoint iterations), so each layer is evaluated
+  /// with autograd at most once per batch. Memory: the activations of the local layers (as in
+  /// ordinary backprop). Off: every adjoint step recomputes F_n (one graph alive at a time).
+  LayerParallelOptions& cache_graphs(bool on) {
+    cache_graphs_ = on;
+    return *this;
+  }
+  /// Check the network input x_0 for NaN/Inf on the input rank before each forward solve
+  /// (weft::BadData on every rank when it fails).
+  LayerParallelOptions& check_input(bool on) {
+    check_input_ = on;
+    return *this;
+  }
+
+  const mgrit::Options& forward() const { return forward_; }
+  const mgrit::Options& backward() const { return backward_; }
+  bool cache_graphs() const { return cache_graphs_; }
+  bool check_input() const { return check_input_; }
+
+  /// What the forward / adjoint solver actually runs with (the user's options plus the
+  /// overrides listed above).
+  mgrit::Options forward_solver_options() const;
+  mgrit::Options backward_solver_options() const;
+
+  /// Throws weft::InvalidOption naming the direction and the offending option.
+  void validate() const;
+
+ private:
+  mgrit::Options forward_;
+  mgrit::Options backward_;
+  bool cache_graphs_ = true;
+  bool check_input_ = true;
+};
+
+/// One line per direction: levels, cfactors, relaxation, iterations, tolerances, ...
+std::string to_string(const LayerParallelOptions& options);
+
+/// One MGRIT solve of a batch (forward or adjoint), as seen by this rank.
+struct SolveReport {
+  mgrit::Result result;          ///< iterations, residual history, converged
+  mgrit::Statistics statistics;  ///< hierarchy, step evaluations per level on this rank, timers
+  double seconds = 0;            ///< wall time of the whole phase on this rank
+};
+
+/// What the last forward/backward pair did on this rank.
+struct BatchStatistics {
+  std::int64_t batch = 0;           ///< forward calls so far (1 for the first batch)
+  std::vector<std::int64_t> shape;  ///< the state shape x_n of this batch
+  SolveReport forward;              ///< includes the ghost exchange in `seconds`
+  SolveReport backward;
+  double exchange_seconds = 0;       ///< shape broadcast and ghost-layer parameter exchange
+  std::int64_t ghost_bytes = 0;      ///< parameter bytes received for ghost layers
+  std::int64_t graphs_recorded = 0;  ///< layer graphs recorded by the forward final sweep
+  std::int64_t graphs_reused = 0;    ///< adjoint steps that reused a cached graph
+  std::int64_t graphs_built = 0;     ///< adjoint steps that evaluated F_n with autograd
+};
+
+}  // namespace weft::nn

@@ -1,0 +1,229 @@
+#include "weft/nn/checkpoint.hpp"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace weft::nn {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+constexpr const char* kFormat = "weft-checkpoint-1";
+
+std::string part_file(int rank) {
+  return "part-" + std::to_string(rank) + ".pt";
+}
+
+std::string state_key(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+// Every named tensor of the module: parameters and buffers.
+std::map<std::string, torch::Tensor> named_tensors(torch::nn::Module& module) {
+  std::map<std::string, torch::Tensor> out;
+  for (auto& item : module.named_parameters()) out[item.key()] = item.value();
+  for (auto& item : module.named_buffers()) out[item.key()] = item.value();
+  return out;
+}
+
+// The optimizer's per-parameter tensors, by field name ("momentum_buffer", "exp_avg", ...).
+std::map<std::string, torch::Tensor> optimizer_fields(const torch::optim::Optimizer& optimizer,
+                                                      const torch::Tensor& param) {
+  std::map<std::string, torch::Tensor> fields;
+  const auto& state = optimizer.state();
+  const auto it = state.find(state_key(param));
+  if (it == state.end()) return fields;
+  if (const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(it->second.get())) {
+    if (s->momentum_buffer().defined()) fields["momentum_buffer"] = s->momentum_buffer();
+  } else if (const auto* a = dynamic_cast<const torch::optim::AdamParamState*>(it->second.get())) {
+    fields["step"] = torch::tensor(a->step(), torch::kInt64);
+    fields["exp_avg"] = a->exp_avg();
+    fields["exp_avg_sq"] = a->exp_avg_sq();
+    if (a->max_exp_avg_sq().defined()) fields["max_exp_avg_sq"] = a->max_exp_avg_sq();
+  }
+  return fields;
+}
+
+void require_supported(const torch::optim::Optimizer& optimizer) {
+  if (!dynamic_cast<const torch::optim::SGD*>(&optimizer) &&
+      !dynamic_cast<const torch::optim::Adam*>(&optimizer))
+    throw InvalidOption(
+        "checkpoint: only torch::optim::SGD and torch::optim::Adam state can be "
+        "saved");
+}
+
+std::string all_gather_strings(const std::string& mine, MPI_Comm comm, int ranks,
+                               std::vector<std::string>& out) {
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(ranks)), displs(static_cast<size_t>(ranks));
+  mpi::check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  int total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    displs[static_cast<size_t>(r)] = total;
+    total += lens[static_cast<size_t>(r)];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  mpi::check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                            MPI_CHAR, comm),
+             "MPI_Allgatherv");
+  out.clear();
+  for (int r = 0; r < ranks; ++r)
+    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
+                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
+  return all;
+}
+
+// Runs `body` on every rank; if it throws anywhere, every rank throws (no rank is left waiting
+// in a later collective).
+template <class Body>
+void collectively(MPI_Comm comm, const std::string& what, Body body) {
+  std::string error;
+  try {
+    body();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  int failed = error.empty() ? 0 : 1, any = 0;
+  mpi::check(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
+  if (!any) return;
+  if (!error.empty()) throw BadData(what + " on " + mpi::where(comm) + ": " + error);
+  throw BadData(what + " failed on another rank");
+}
+
+json read_manifest(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "manifest.json";
+  std::ifstream in(path);
+  if (!in) throw BadData("checkpoint " + dir + ": missing file " + path.string());
+  try {
+    json m = json::parse(in);
+    if (m.value("format", "") != kFormat)
+      throw BadData("checkpoint " + dir + ": unknown format '" + m.value("format", "") +
+                    "' (expected " + kFormat + ")");
+    return m;
+  } catch (const json::exception& e) {
+    throw BadData("checkpoint " + dir + ": manifest.json is not valid: " + e.what());
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
+                     const torch::optim::Optimizer* optimizer, const std::string& metadata_json) {
+  const int rank = mpi::rank(comm), ranks = mpi::size(comm);
+  json metadata;
+  try {
+    metadata = json::parse(metadata_json.empty() ? "{}" : metadata_json);
+  } catch (const json::exception& e) {
+    throw InvalidOption(std::string("checkpoint metadata is not JSON: ") + e.what());
+  }
+  if (optimizer) require_supported(*optimizer);
+  json keys = json::array();
+  collectively(comm, "saving checkpoint " + dir, [&]() {
+    fs::create_directories(dir);
+    torch::serialize::OutputArchive archive;
+    torch::NoGradGuard no_grad;
+    for (auto& [name, tensor] : named_tensors(module)) {
+      archive.write("model/" + name, tensor.detach().cpu());
+      keys.push_back(name);
+      if (!optimizer) continue;
+      for (auto& [field, value] : optimizer_fields(*optimizer, tensor))
+        archive.write("optim/" + name + "/" + field, value.detach().cpu());
+    }
+    archive.save_to((fs::path(dir) / part_file(rank)).string());
+  });
+  std::vector<std::string> all_keys;
+  all_gather_strings(keys.dump(), comm, ranks, all_keys);
+  collectively(comm, "writing the checkpoint manifest in " + dir, [&]() {
+    if (rank != 0) return;
+    json manifest = {{"format", kFormat}, {"ranks", ranks}, {"metadata", metadata}};
+    json parts = json::array();
+    for (int r = 0; r < ranks; ++r)
+      parts.push_back(
+          {{"file", part_file(r)}, {"keys", json::parse(all_keys[static_cast<size_t>(r)])}});
+    manifest["parts"] = parts;
+    const fs::path tmp = fs::path(dir) / "manifest.json.tmp";
+    std::ofstream(tmp) << manifest.dump(1) << "\n";
+    fs::rename(tmp, fs::path(dir) / "manifest.json");  // the manifest marks a complete save
+  });
+}
+
+std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
+                            torch::optim::Optimizer* optimizer) {
+  std::string metadata;
+  if (optimizer) require_supported(*optimizer);
+  collectively(comm, "loading checkpoint " + dir, [&]() {
+    const json manifest = read_manifest(dir);
+    metadata = manifest.value("metadata", json::object()).dump();
+    std::map<std::string, torch::Tensor> wanted = named_tensors(module);
+    std::set<std::string> found;
+    torch::NoGradGuard no_grad;
+    for (const auto& part : manifest.at("parts")) {
+      bool relevant = false;
+      for (const auto& key : part.at("keys")) relevant = relevant || wanted.count(key) > 0;
+      if (!relevant) continue;
+      const std::string file = (fs::path(dir) / part.at("file").get<std::string>()).string();
+      if (!fs::exists(file)) throw BadData("checkpoint " + dir + ": missing file " + file);
+      torch::serialize::InputArchive archive;
+      archive.load_from(file);
+      for (const auto& key_json : part.at("keys")) {
+        const std::string name = key_json.get<std::string>();
+        auto it = wanted.find(name);
+        if (it == wanted.end()) continue;
+        torch::Tensor stored;
+        archive.read("model/" + name, stored);
+        if (stored.sizes() != it->second.sizes())
+          throw BadData("checkpoint " + dir + ": '" + name + "' has shape " +
+                        c10::str(stored.sizes()) + ", the model expects " +
+                        c10::str(it->second.sizes()));
+        it->second.copy_(stored);
+        found.insert(name);
+        if (!optimizer) continue;
+        auto read = [&](const std::string& field) {
+          torch::Tensor t;
+          if (!archive.try_read("optim/" + name + "/" + field, t)) return torch::Tensor();
+          return t.to(it->second.device());
+        };
+        auto& state = optimizer->state();
+        if (dynamic_cast<torch::optim::SGD*>(optimizer)) {
+          torch::Tensor buffer = read("momentum_buffer");
+          if (!buffer.defined()) continue;
+          auto s = std::make_unique<torch::optim::SGDParamState>();
+          s->momentum_buffer(buffer);
+          state[state_key(it->second)] = std::move(s);
+        } else {
+          torch::Tensor step = read("step");
+          if (!step.defined()) continue;
+          auto s = std::make_unique<torch::optim::AdamParamState>();
+          s->step(step.item<int64_t>());
+          s->exp_avg(read("exp_avg"));
+          s->exp_avg_sq(read("exp_avg_sq"));
+          torch::Tensor max_sq = read("max_exp_avg_sq");
+          if (max_sq.defined()) s->max_exp_avg_sq(max_sq);
+          state[state_key(it->second)] = std::move(s);
+        }
+      }
+    }
+    for (const auto& [name, tensor] : wanted)
+      if (!found.count(name))
+        throw BadData("checkpoint " + dir + ": no value for '" + name +
+                      "' (a checkpoint of a different network?)");
+  });
+  return metadata;
+}
+
+std::string read_checkpoint_metadata(const std::string& dir) {
+  return read_manifest(dir).value("metadata", json::object()).dump();
+}
+
+}  // namespace weft::nn
