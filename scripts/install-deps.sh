@@ -7,6 +7,7 @@ packages=(
   libtorch-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
+  petsc-dev
   dataset-fashion-mnist
 )
 missing=()

@@ -645,8 +645,11 @@ void Solver<App>::final_sweep() {
       c.recompute_f = false;
       c.c = CAction::Relax;
       c.done = true;
-      sweep(0, f);           // F-points from the (corrected) C-points, then
-      sweep(0, c, observe);  // C-points from the fresh F-points
+      // F-points from the (corrected) C-points, then C-points from the fresh F-points. With
+      // C-point storage the C-sweep walks the F-points itself, so the F-sweep would step every
+      // F-interval a second time.
+      if (fine().store_all) sweep(0, f);
+      sweep(0, c, observe);
       break;
     }
     case FinalSweep::F:
