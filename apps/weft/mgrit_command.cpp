@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,17 +16,30 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "weft/mgrit/app.hpp"
+#include "weft/mgrit/gradient.hpp"
+#include "weft/mgrit/hierarchy.hpp"
 #include "weft/mgrit/options.hpp"
-#include "weft/mgrit/problems/dahlquist.hpp"
-#include "weft/mgrit/problems/heat1d.hpp"
+#include "weft/mgrit/problems/advection1d.hpp"
+#include "weft/mgrit/problems/brusselator.hpp"
+#include "weft/mgrit/problems/dahlquist_levels.hpp"
+#include "weft/mgrit/problems/heat1d_periodic.hpp"
+#include "weft/mgrit/problems/heat1d_spacetime.hpp"
+#include "weft/mgrit/problems/heat2d.hpp"
 #include "weft/mgrit/problems/initial_guess.hpp"
+#include "weft/mgrit/problems/linear.hpp"
+#include "weft/mgrit/problems/space_time.hpp"
 #include "weft/mgrit/solver.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+
+#ifdef WEFT_HAVE_PETSC
+#include "weft/mgrit/problems/petsc_heat2d.hpp"
+#endif
 
 namespace weft::cli {
 namespace {
@@ -44,6 +58,7 @@ struct Args {
   bool relax_only_coarsest = false;
   bool no_residual = false;
   bool reverse = false;
+  bool gradient = false;
 
   bool given(const std::string& flag) const { return options.at(flag)->count() > 0; }
   /// The given value, or `fallback` (the documented default).
@@ -57,10 +72,21 @@ struct Args {
 struct Defaults {
   static constexpr const char* problem = "heat1d";
   static constexpr const char* lambda = "-1";
-  static constexpr const char* integrator = "be";
-  static constexpr const char* nx = "5";
+  static constexpr const char* integrator = "be";  ///< brusselator: rk4
+  static constexpr const char* nx = "5";           ///< heat1d-periodic, heat2d: 33; advection1d: 64
   static constexpr const char* x0 = "0";
   static constexpr const char* x1 = "2";
+  static constexpr const char* kappa = "1";
+  static constexpr const char* a = "-1";
+  static constexpr const char* b = "1";
+  static constexpr const char* c = "0";
+  static constexpr const char* u0 = "1";
+  static constexpr const char* A = "1";
+  static constexpr const char* B = "3";
+  static constexpr const char* speed = "1";
+  static constexpr const char* side = "1";
+  static constexpr const char* space_ranks = "1";
+  static constexpr const char* ksp = "cg";
   static constexpr const char* t0 = "0";
   static constexpr const char* t1 = "2";
   static constexpr const char* nt = "64";
@@ -89,14 +115,36 @@ void add_flags(CLI::App& cmd, Args& args) {
   const std::string list = " (one value, or a comma list: one per level, the last repeats)";
   const Flag flags[] = {
       {"--problem", "NAME",
-       fmt::format("model problem: heat1d, dahlquist (default {})", D::problem)},
+       fmt::format("model problem: heat1d, dahlquist, linear, heat1d-periodic, heat2d, "
+                   "advection1d, brusselator (default {})",
+                   D::problem)},
       {"--lambda", "X", fmt::format("dahlquist: u' = lambda u (default {})", D::lambda)},
-      {"--integrator", "NAME",
-       fmt::format("dahlquist: be, fe, tr, mr (default {}); heat1d is be only", D::integrator)},
-      {"--nx", "INT",
-       fmt::format("heat1d: grid points incl. the 2 boundary points (default {})", D::nx)},
+      {"--integrator", "NAME[,NAME...]",
+       "integrator per level (the last repeats): dahlquist be, fe, tr, mr; linear be, sdirk2; "
+       "heat1d, heat1d-periodic, heat2d be, cn; advection1d fe, be; brusselator rk4, rk2 "
+       "(default rk4 for brusselator, be otherwise)"},
+      {"--nx", "INT[,INT...]",
+       "grid points: heat1d one per level incl. the boundary, each coarser grid keeping or "
+       "halving the intervals (default 5); heat1d-periodic nodes (default 33); heat2d points "
+       "in x incl. the boundary (default 33); advection1d nodes (default 64)"},
       {"--x0", "X", fmt::format("heat1d: left end of the domain (default {})", D::x0)},
       {"--x1", "X", fmt::format("heat1d: right end of the domain (default {})", D::x1)},
+      {"--kappa", "X", fmt::format("heat1d: diffusion coefficient > 0 (default {})", D::kappa)},
+      {"--ny", "INT", "heat2d: grid points in y incl. the boundary (default: --nx)"},
+      {"--lx", "X", fmt::format("heat2d: width of the rectangle (default {})", D::side)},
+      {"--ly", "X", fmt::format("heat2d: height of the rectangle (default {})", D::side)},
+      {"--space-ranks", "INT",
+       fmt::format("heat2d: ranks per time step (PETSc; must divide the rank count; default {})",
+                   D::space_ranks)},
+      {"--ksp", "cg|lu",
+       fmt::format("heat2d with PETSc: linear solver of each step (default {})", D::ksp)},
+      {"--a", "X", fmt::format("linear: u' = a u + b t + c (default {})", D::a)},
+      {"--b", "X", fmt::format("linear: see --a (default {})", D::b)},
+      {"--c", "X", fmt::format("linear: see --a (default {})", D::c)},
+      {"--u0", "X", fmt::format("linear: initial value (default {})", D::u0)},
+      {"--A", "X", fmt::format("brusselator: parameter A (default {})", D::A)},
+      {"--B", "X", fmt::format("brusselator: parameter B (default {})", D::B)},
+      {"--speed", "X", fmt::format("advection1d: advection speed a != 0 (default {})", D::speed)},
       {"--t0", "T", fmt::format("start time (default {})", D::t0)},
       {"--t1", "T", fmt::format("end time, > t0 (default {})", D::t1)},
       {"--nt", "INT", fmt::format("fine time intervals (default {})", D::nt)},
@@ -141,6 +189,9 @@ void add_flags(CLI::App& cmd, Args& args) {
                "do not compute residuals: run exactly --max-iter iterations");
   cmd.add_flag("--reverse", args.reverse,
                "solve from t1 down to t0 (the initial value is then at t1)");
+  cmd.add_flag("--gradient", args.gradient,
+               "dahlquist, heat1d: also J = |u_N|^2/2 and dJ/dlambda or dJ/dkappa (an adjoint "
+               "MGRIT solve)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -149,9 +200,19 @@ void add_flags(CLI::App& cmd, Args& args) {
 struct Settings {
   std::string problem;
   double lambda = -1;
-  mg::problems::Integrator integrator = mg::problems::Integrator::BackwardEuler;
-  int nx = 5;
-  double x0 = 0, x1 = 2;
+  std::string integrator = "be";  ///< the --integrator list, parsed by the problem's class
+  std::string nx_text = "5";      ///< heat1d: the --nx list
+  int nx = 5;                     ///< the (fine) grid points
+  int ny = 5;
+  double lx = 1, ly = 1;
+  double x0 = 0, x1 = 2, kappa = 1;
+  double a = -1, b = 1, c = 0, u0 = 1;  ///< linear
+  double A = 1, B = 3;                  ///< brusselator
+  double speed = 1;
+  int space_ranks = 1;
+  std::string ksp = "cg";
+  bool ksp_given = false;
+  bool gradient = false;
   double t0 = 0, t1 = 2;
   index_t nt = 64;
   int levels = 3;
@@ -289,31 +350,91 @@ Settings resolve(const Args& a, MPI_Comm comm) {
 
   // Problem
   s.problem = a.get("--problem", D::problem);
-  const std::vector<std::string> problems = {"heat1d", "dahlquist"};
+  const std::vector<std::string> problems = {
+      "heat1d", "dahlquist", "linear", "heat1d-periodic", "heat2d", "advection1d", "brusselator"};
   parse_choice("--problem", s.problem, problems);
-  const bool heat = s.problem == "heat1d";
-  auto only_for = [&](const std::string& flag, const std::string& problem) {
-    if (a.given(flag) && s.problem != problem)
-      invalid_value(flag, a.text.at(flag), "only with --problem " + problem,
-                    "not used by --problem " + s.problem);
+  auto only_for = [&](const std::string& flag, const std::vector<std::string>& users) {
+    if (!a.given(flag) || std::find(users.begin(), users.end(), s.problem) != users.end()) return;
+    std::vector<std::string> with;
+    for (const std::string& u : users) with.push_back("--problem " + u);
+    invalid_value(flag, a.text.at(flag), "only with " + join(with),
+                  "not used by --problem " + s.problem);
   };
-  only_for("--lambda", "dahlquist");
-  only_for("--nx", "heat1d");
-  only_for("--x0", "heat1d");
-  only_for("--x1", "heat1d");
-  const std::string integrator = a.get("--integrator", D::integrator);
-  s.integrator = mg::problems::parse_integrator(integrator);
-  if (heat && s.integrator != mg::problems::Integrator::BackwardEuler)
-    invalid_value("--integrator", integrator, "be (heat1d is backward Euler only)");
-  s.lambda = parse_number("--lambda", a.get("--lambda", D::lambda), "a finite number");
-  s.nx =
-      static_cast<int>(parse_integer("--nx", a.get("--nx", D::nx), 3,
-                                     "an integer >= 3 (grid points incl. the 2 boundary points)"));
+  only_for("--lambda", {"dahlquist"});
+  only_for("--nx", {"heat1d", "heat1d-periodic", "heat2d", "advection1d"});
+  only_for("--x0", {"heat1d"});
+  only_for("--x1", {"heat1d"});
+  only_for("--kappa", {"heat1d"});
+  for (const char* flag : {"--ny", "--lx", "--ly", "--space-ranks", "--ksp"})
+    only_for(flag, {"heat2d"});
+  for (const char* flag : {"--a", "--b", "--c", "--u0"}) only_for(flag, {"linear"});
+  only_for("--A", {"brusselator"});
+  only_for("--B", {"brusselator"});
+  only_for("--speed", {"advection1d"});
+  // The integrator list is parsed (and checked) by the problem's class when it is built.
+  s.integrator = a.get("--integrator", s.problem == "brusselator" ? "rk4" : D::integrator);
+  auto finite = [&](const std::string& flag, const char* fallback) {
+    return parse_number(flag, a.get(flag, fallback), "a finite number");
+  };
+  s.lambda = finite("--lambda", D::lambda);
+  if (s.problem == "heat1d") {
+    s.nx_text = a.get("--nx", D::nx);
+    s.nx = mg::problems::Heat1DSpaceTime::parse_nx(s.nx_text).at(0);
+  } else {
+    const char* fallback = s.problem == "advection1d" ? "64" : "33";
+    s.nx_text = a.get("--nx", fallback);
+    s.nx = static_cast<int>(parse_integer(
+        "--nx", s.nx_text, 3,
+        s.problem == "heat2d" ? "an integer >= 3 (grid points incl. the 2 boundary points)"
+                              : "an integer >= 3 (grid nodes)"));
+  }
+  s.ny = a.given("--ny") ? static_cast<int>(parse_integer(
+                               "--ny", a.text.at("--ny"), 3,
+                               "an integer >= 3 (grid points incl. the 2 boundary points)"))
+                         : s.nx;
+  auto positive = [&](const std::string& flag, const char* fallback) {
+    const std::string text = a.get(flag, fallback);
+    const double v = parse_number(flag, text, "a finite number > 0");
+    if (!(v > 0)) invalid_value(flag, text, "a finite number > 0");
+    return v;
+  };
+  s.lx = positive("--lx", D::side);
+  s.ly = positive("--ly", D::side);
+  s.kappa = positive("--kappa", D::kappa);
+  s.a = finite("--a", D::a);
+  s.b = finite("--b", D::b);
+  s.c = finite("--c", D::c);
+  s.u0 = finite("--u0", D::u0);
+  s.A = finite("--A", D::A);
+  s.B = finite("--B", D::B);
+  const std::string speed = a.get("--speed", D::speed);
+  s.speed = parse_number("--speed", speed, "a finite number != 0");
+  if (s.speed == 0) invalid_value("--speed", speed, "a finite number != 0");
+  s.space_ranks =
+      static_cast<int>(parse_integer("--space-ranks", a.get("--space-ranks", D::space_ranks), 1,
+                                     "an integer >= 1 that divides the rank count"));
+  s.ksp = a.get("--ksp", D::ksp);
+  s.ksp_given = a.given("--ksp");
+  parse_choice("--ksp", s.ksp, {"cg", "lu"});
   s.x0 = parse_number("--x0", a.get("--x0", D::x0), "a finite number");
   const std::string x1 = a.get("--x1", D::x1);
   s.x1 = parse_number("--x1", x1, "a finite number > --x0");
   if (!(s.x1 > s.x0))
     invalid_value("--x1", x1, "a finite number > --x0 (" + fmt::format("{}", s.x0) + ")");
+  s.gradient = a.gradient;
+  if (s.gradient) {
+    if (s.problem != "dahlquist" && s.problem != "heat1d")
+      throw InvalidOption("option --gradient: not available for --problem " + s.problem +
+                          "; accepted: --problem dahlquist (dJ/dlambda) or heat1d (dJ/dkappa)");
+    for (const char* flag : {"--points", "--output"})
+      if (a.given(flag))
+        throw InvalidOption(std::string("option --gradient: not with ") + flag +
+                            "; accepted: --gradient without " + flag);
+    if (a.reverse)
+      throw InvalidOption(
+          "option --gradient: not with --reverse; accepted: --gradient on a forward solve (the "
+          "adjoint solve runs in reverse by itself)");
+  }
 
   // Time grid and hierarchy
   s.t0 = parse_number("--t0", a.get("--t0", D::t0), "a finite number");
@@ -474,6 +595,24 @@ std::vector<double> values_of(double u) {
 std::vector<double> values_of(const std::vector<double>& u) {
   return u;
 }
+std::vector<double> values_of(const std::array<double, 2>& u) {
+  return {u[0], u[1]};
+}
+
+// The values to record for the observed state `u`, or nothing on the ranks that do not record.
+template <class Problem>
+std::optional<std::vector<double>> record_values(Problem&, const typename Problem::State& u) {
+  return values_of(u);
+}
+#ifdef WEFT_HAVE_PETSC
+// Collective over the space ranks (which all observe the same points); space rank 0 records.
+std::optional<std::vector<double>> record_values(mg::problems::PetscHeat2D& problem,
+                                                 const mg::problems::PetscVector& u) {
+  std::vector<double> all = problem.gather(u);
+  if (mpi::rank(problem.space()) != 0) return std::nullopt;
+  return all;
+}
+#endif
 
 struct Record {
   double t = 0;
@@ -483,8 +622,6 @@ struct Record {
 template <class Problem>
 class Observed {
   using Ops = mg::AppOps<Problem>;
-  static_assert(!Ops::spatial,
-                "forward coarsen/refine here before running a problem with spatial coarsening");
 
  public:
   using State = typename Problem::State;
@@ -501,9 +638,19 @@ class Observed {
   std::size_t buffer_size(const State& like) { return Ops::buffer_size(problem_, like); }
   void pack(const State& u, void* buffer) { Ops::pack(problem_, u, buffer); }
   void unpack(const void* buffer, State& u) { Ops::unpack(problem_, buffer, u); }
-  void observe(const State& u, double t, index_t index) {
-    observed_[index] = Record{t, values_of(u)};
+  // Spatial transfers only where the problem has them (AppOps detects these members).
+  template <class P = Problem, std::enable_if_t<mg::AppOps<P>::spatial, int> = 0>
+  void coarsen(const State& fine, State& coarse, int fine_level) {
+    Ops::coarsen(problem_, fine, coarse, fine_level);
   }
+  template <class P = Problem, std::enable_if_t<mg::AppOps<P>::spatial, int> = 0>
+  void refine(const State& coarse, State& fine, int coarse_level) {
+    Ops::refine(problem_, coarse, fine, coarse_level);
+  }
+  void observe(const State& u, double t, index_t index) {
+    if (auto values = record_values(problem_, u)) observed_[index] = Record{t, std::move(*values)};
+  }
+  void check_levels(int levels) const { problem_.check_levels(levels); }
 
   const std::map<index_t, Record>& observed() const { return observed_; }
 
@@ -521,6 +668,10 @@ struct Summary {
   mg::Result result;
   double setup = 0, solve = 0, step = 0, comm = 0, other = 0;  ///< max over ranks
   std::vector<long long> steps;                                ///< per level, summed over ranks
+  /// --gradient: J, dJ/dp (p named by `parameter`) and the adjoint solve's result.
+  std::optional<double> objective, gradient;
+  std::string parameter;
+  mg::Result adjoint;
 };
 
 std::string number(double x) {
@@ -532,11 +683,27 @@ std::string residual_text(const std::optional<double>& r) {
 }
 
 std::string problem_line(const Settings& s) {
+  const std::string integ = "integrator " + s.integrator;
   if (s.problem == "heat1d")
-    return fmt::format("heat1d: u_t = u_xx + f(x,t), nx {} on [{}, {}], backward Euler", s.nx,
-                       number(s.x0), number(s.x1));
-  return fmt::format("dahlquist: u' = lambda u, lambda {}, integrator {}", number(s.lambda),
-                     mg::problems::to_string(s.integrator));
+    return fmt::format("heat1d: u_t = kappa u_xx + f(x,t), kappa {}, nx {} on [{}, {}], {}",
+                       number(s.kappa), s.nx_text, number(s.x0), number(s.x1), integ);
+  if (s.problem == "linear")
+    return fmt::format("linear: u' = a u + b t + c, a {}, b {}, c {}, u0 {}, {}", number(s.a),
+                       number(s.b), number(s.c), number(s.u0), integ);
+  if (s.problem == "heat1d-periodic")
+    return fmt::format("heat1d-periodic: u_t = u_xx on a ring, nx {}, {}", s.nx, integ);
+  if (s.problem == "heat2d")
+    return fmt::format("heat2d: u_t = Laplace u + f, {} x {} points on [0, {}] x [0, {}], {}{}",
+                       s.nx, s.ny, number(s.lx), number(s.ly), integ,
+                       mg::problems::petsc_available()
+                           ? fmt::format(", PETSc ksp {}, space ranks {}", s.ksp, s.space_ranks)
+                           : std::string());
+  if (s.problem == "advection1d")
+    return fmt::format("advection1d: u_t + a u_x = 0 on a ring, a {}, nx {}, {}", number(s.speed),
+                       s.nx, integ);
+  if (s.problem == "brusselator")
+    return fmt::format("brusselator: A {}, B {}, {}", number(s.A), number(s.B), integ);
+  return fmt::format("dahlquist: u' = lambda u, lambda {}, {}", number(s.lambda), integ);
 }
 
 // How the coarsest level is treated, and with how many sweeps.
@@ -606,6 +773,13 @@ void print_report(const Summary& sum) {
   for (std::size_t l = 0; l < sum.steps.size(); ++l)
     steps += fmt::format("{}level {}: {}", l ? ", " : "", l, sum.steps[l]);
   line("  steps        " + steps + " (summed over ranks)");
+  if (sum.objective) {
+    line(fmt::format("  adjoint      {} iterations, converged {}, final residual {}",
+                     sum.adjoint.iterations, sum.adjoint.converged ? "yes" : "no",
+                     residual_text(sum.adjoint.final_residual())));
+    line(fmt::format("  objective    J = {:.15e}", *sum.objective));
+    line(fmt::format("  gradient     dJ/d{} = {:.15e}", sum.parameter, *sum.gradient));
+  }
   std::fputs(out.c_str(), stdout);
   std::fflush(stdout);
 }
@@ -617,15 +791,36 @@ json optional_json(const std::optional<double>& x) {
 json options_json(const Settings& s, const mg::Options& o, int built_levels) {
   json j;
   j["problem"] = s.problem;
+  j["integrator"] = s.integrator;
   if (s.problem == "heat1d") {
     j["nx"] = s.nx;
+    j["nx_per_level"] = mg::problems::Heat1DSpaceTime::parse_nx(s.nx_text).items();
     j["x0"] = s.x0;
     j["x1"] = s.x1;
-    j["integrator"] = "be";
-  } else {
+    j["kappa"] = s.kappa;
+  } else if (s.problem == "dahlquist") {
     j["lambda"] = s.lambda;
-    j["integrator"] = mg::problems::to_string(s.integrator);
+  } else if (s.problem == "linear") {
+    j["a"] = s.a;
+    j["b"] = s.b;
+    j["c"] = s.c;
+    j["u0"] = s.u0;
+  } else if (s.problem == "heat2d") {
+    j["nx"] = s.nx;
+    j["ny"] = s.ny;
+    j["lx"] = s.lx;
+    j["ly"] = s.ly;
+    j["space_ranks"] = s.space_ranks;
+    j["petsc"] = mg::problems::petsc_available();
+    if (mg::problems::petsc_available()) j["ksp"] = s.ksp;
+  } else if (s.problem == "brusselator") {
+    j["A"] = s.A;
+    j["B"] = s.B;
+  } else {
+    j["nx"] = s.nx;
+    if (s.problem == "advection1d") j["speed"] = s.speed;
   }
+  j["gradient"] = s.gradient;
   j["t0"] = s.t0;
   j["t1"] = s.t1;
   j["nt"] = s.nt;
@@ -681,6 +876,16 @@ void write_json(const Settings& s, const mg::Options& o, const Summary& sum) {
                   {"comm_seconds_max", sum.comm},
                   {"other_seconds_max", sum.other}};
   j["steps_per_level"] = sum.steps;
+  if (sum.objective) {
+    j["objective"] = *sum.objective;
+    j["gradient"] = *sum.gradient;
+    j["parameter"] = sum.parameter;
+    json adjoint = json::array();
+    for (const auto& r : sum.adjoint.residuals) adjoint.push_back(optional_json(r));
+    j["adjoint"] = {{"iterations", sum.adjoint.iterations},
+                    {"converged", sum.adjoint.converged},
+                    {"residuals", adjoint}};
+  }
   std::ofstream out(s.json_path, std::ios::trunc);
   out << j.dump(2) << "\n";
   out.close();  // flushes: a full disk shows here
@@ -744,28 +949,21 @@ void write_csv(const Settings& s, const std::map<index_t, Record>& observed, MPI
 // ---------------------------------------------------------------------------------------------
 // The run
 
-// Solves with `app` (the problem itself, or the problem wrapped in Observed when --output asks
-// for the solution: an observer costs an extra fine sweep in some configurations, so it is only
-// there when needed).
-template <class App>
-int run_app(App& app, const std::map<index_t, Record>* observed, int width, const Settings& s,
-            MPI_Comm comm) {
-  const int rank = mpi::rank(comm);
-  const mg::Options options = make_options(s);
-  const mg::TimeGrid grid = mg::TimeGrid::uniform(s.t0, s.t1, s.nt);
-  std::unique_ptr<mg::Solver<App>> solver =
-      s.points.empty() ? std::make_unique<mg::Solver<App>>(app, comm, grid, options)
-                       : std::make_unique<mg::Solver<App>>(app, comm, grid, s.points, options);
+// Where a run happens: the solver's (time) communicator; whether this rank prints and writes
+// the JSON file (world rank 0 only) and whether it takes part in writing the CSV solution (the
+// ranks that record observed states: all of them, or space rank 0 of each time group).
+struct Layout {
+  MPI_Comm time = MPI_COMM_WORLD;
+  bool leader = false;
+  bool writer = true;
+};
 
-  Summary sum;
-  const mg::Hierarchy& h = solver->hierarchy();
-  sum.intervals = h.intervals_per_level();
-  for (int l = 0; l < h.levels(); ++l) sum.cf_built.push_back(h.level(l).cfactor);
-  if (rank == 0) print_header(s, solver->options(), sum);
+Layout world_layout(MPI_Comm comm) {
+  return Layout{comm, mpi::rank(comm) == 0, true};
+}
 
-  sum.result = solver->solve();
-
-  const mg::Statistics& st = solver->statistics();
+// Timings (max over the ranks of `comm`) and steps per level (summed) of one solve.
+void collect_statistics(const mg::Statistics& st, MPI_Comm comm, Summary& sum) {
   double local[5] = {st.setup_seconds, st.solve_seconds, st.step_seconds, st.comm_seconds,
                      st.other_seconds()};
   double global[5] = {};
@@ -780,9 +978,36 @@ int run_app(App& app, const std::map<index_t, Record>* observed, int width, cons
   mpi::check(MPI_Reduce(steps.data(), sum.steps.data(), static_cast<int>(steps.size()),
                         MPI_LONG_LONG, MPI_SUM, 0, comm),
              "MPI_Reduce (steps)");
+}
 
-  if (observed) write_csv(s, *observed, comm, width);
-  if (rank == 0) {
+void describe_hierarchy(const mg::Hierarchy& h, Summary& sum) {
+  sum.intervals = h.intervals_per_level();
+  for (int l = 0; l < h.levels(); ++l) sum.cf_built.push_back(h.level(l).cfactor);
+}
+
+// Solves with `app` (the problem itself, or the problem wrapped in Observed when --output asks
+// for the solution: an observer costs an extra fine sweep in some configurations, so it is only
+// there when needed).
+template <class App>
+int run_app(App& app, const std::map<index_t, Record>* observed, int width, const Settings& s,
+            const Layout& layout) {
+  const MPI_Comm comm = layout.time;
+  const mg::Options options = make_options(s);
+  const mg::TimeGrid grid = mg::TimeGrid::uniform(s.t0, s.t1, s.nt);
+  std::unique_ptr<mg::Solver<App>> solver =
+      s.points.empty() ? std::make_unique<mg::Solver<App>>(app, comm, grid, options)
+                       : std::make_unique<mg::Solver<App>>(app, comm, grid, s.points, options);
+  app.check_levels(solver->hierarchy().levels());
+
+  Summary sum;
+  describe_hierarchy(solver->hierarchy(), sum);
+  if (layout.leader) print_header(s, solver->options(), sum);
+
+  sum.result = solver->solve();
+  collect_statistics(solver->statistics(), comm, sum);
+
+  if (observed && layout.writer) write_csv(s, *observed, comm, width);
+  if (layout.leader) {
     print_report(sum);
     if (!s.json_path.empty()) write_json(s, solver->options(), sum);
   }
@@ -790,22 +1015,107 @@ int run_app(App& app, const std::map<index_t, Record>* observed, int width, cons
 }
 
 template <class Problem>
-int run_problem(Problem& problem, int width, const Settings& s, MPI_Comm comm) {
-  if (s.output_path.empty()) return run_app(problem, nullptr, width, s, comm);
+int run_problem(Problem& problem, int width, const Settings& s, const Layout& layout) {
+  if (s.output_path.empty()) return run_app(problem, nullptr, width, s, layout);
   Observed<Problem> app(problem);
-  return run_app(app, &app.observed(), width, s, comm);
+  return run_app(app, &app.observed(), width, s, layout);
+}
+
+// --gradient: the forward solve, then the adjoint solve (mgrit::gradient); the report shows
+// the forward solve's residuals, then the adjoint's summary, J and dJ/dp.
+template <class Problem>
+int run_gradient(Problem& problem, const std::string& parameter, const Settings& s, MPI_Comm comm) {
+  const mg::Options options = make_options(s);
+  const mg::TimeGrid grid = mg::TimeGrid::uniform(s.t0, s.t1, s.nt);
+  const mg::Hierarchy h = mg::Hierarchy::uniform(grid, options);
+  problem.check_levels(h.levels());
+
+  Summary sum;
+  describe_hierarchy(h, sum);
+  const bool leader = mpi::rank(comm) == 0;
+  if (leader) print_header(s, options, sum);
+
+  const mg::GradientResult g = mg::gradient(problem, comm, grid, options);
+  sum.result = g.forward;
+  collect_statistics(g.forward_statistics, comm, sum);
+  sum.objective = g.objective;
+  sum.gradient = g.gradient;
+  sum.parameter = parameter;
+  sum.adjoint = g.adjoint;
+  if (leader) {
+    print_report(sum);
+    if (!s.json_path.empty()) write_json(s, options, sum);
+  }
+  return kExitOk;
+}
+
+namespace pr = mg::problems;
+
+int run_heat2d(const Settings& s, double t_start, MPI_Comm comm) {
+  const pr::Heat2DGrid grid{s.nx, s.ny, s.lx, s.ly};
+  const auto methods = pr::Heat2D::parse_methods(s.integrator);
+  const std::string space_text = std::to_string(s.space_ranks);
+  if (s.space_ranks > 1) pr::require_petsc("--space-ranks", space_text);
+#ifdef WEFT_HAVE_PETSC
+  // PETSc for every space rank count, so that runs at different counts compare like with like.
+  auto comms = pr::split_space_time(comm, s.space_ranks);
+  const pr::KspSettings ksp = pr::KspSettings::parse(s.ksp);
+  pr::PetscSession session;
+  const Layout layout{comms.time.get(), mpi::rank(comm) == 0, comms.space_rank == 0};
+  // The App (and every PETSc object) ends before the session.
+  pr::PetscHeat2D app(comms.space.get(), grid, methods, t_start, s.guess, ksp);
+  try {
+    return run_problem(app, static_cast<int>(grid.unknowns()), s, layout);
+  } catch (const Divergence& e) {
+    // A KSP failure is collective over one time group only: with several groups the others
+    // wait for it in the time communicator, so it must abort every rank (still exit code 1).
+    // MGRIT's own divergence (a reduced residual) is collective and stays a Divergence.
+    const std::string what = e.what();
+    if (comms.time_ranks > 1 && what.rfind("PetscHeat2D:", 0) == 0) throw Error(what);
+    throw;
+  }
+#else
+  if (s.ksp_given) pr::require_petsc("--ksp", s.ksp);
+  pr::Heat2D app(grid, methods, t_start, s.guess);
+  return run_problem(app, static_cast<int>(grid.unknowns()), s, world_layout(comm));
+#endif
 }
 
 int run_mgrit(const Args& args, MPI_Comm comm) {
   const Settings s = resolve(args, comm);
   // Reverse solves start from the value at t1.
   const double t_start = s.reverse ? s.t1 : s.t0;
+  const Layout world = world_layout(comm);
   if (s.problem == "heat1d") {
-    mg::problems::Heat1D heat(s.nx, s.x0, s.x1, t_start, s.guess);
-    return run_problem(heat, static_cast<int>(heat.interior()), s, comm);
+    pr::Heat1DSpaceTime heat(pr::Heat1DSpaceTime::parse_nx(s.nx_text), s.x0, s.x1, s.kappa,
+                             pr::Heat1DSpaceTime::parse_methods(s.integrator), t_start, s.guess);
+    if (s.gradient) return run_gradient(heat, "kappa", s, comm);
+    return run_problem(heat, static_cast<int>(heat.interior(0)), s, world);
   }
-  mg::problems::Dahlquist dahlquist(s.lambda, s.integrator, t_start, s.guess);
-  return run_problem(dahlquist, 1, s, comm);
+  if (s.problem == "dahlquist") {
+    pr::DahlquistLevels dahlquist(s.lambda, pr::DahlquistLevels::parse_integrators(s.integrator),
+                                  t_start, s.guess);
+    if (s.gradient) return run_gradient(dahlquist, "lambda", s, comm);
+    return run_problem(dahlquist, 1, s, world);
+  }
+  if (s.problem == "linear") {
+    pr::LinearOde ode(pr::LinearOde::Parameters{s.a, s.b, s.c, s.u0},
+                      pr::LinearOde::parse_methods(s.integrator), t_start, s.guess);
+    return run_problem(ode, 1, s, world);
+  }
+  if (s.problem == "heat1d-periodic") {
+    pr::Heat1DPeriodic heat(s.nx, pr::Heat1DPeriodic::parse_methods(s.integrator), t_start,
+                            s.guess);
+    return run_problem(heat, static_cast<int>(heat.nodes()), s, world);
+  }
+  if (s.problem == "heat2d") return run_heat2d(s, t_start, comm);
+  if (s.problem == "advection1d") {
+    pr::Advection1D adv(s.nx, s.speed, pr::Advection1D::parse_methods(s.integrator), t_start,
+                        s.guess);
+    return run_problem(adv, static_cast<int>(adv.nodes()), s, world);
+  }
+  pr::Brusselator bru(s.A, s.B, pr::Brusselator::parse_methods(s.integrator), t_start, s.guess);
+  return run_problem(bru, 2, s, world);
 }
 
 }  // namespace
@@ -813,7 +1123,8 @@ int run_mgrit(const Args& args, MPI_Comm comm) {
 Subcommand add_mgrit_command(CLI::App& weft) {
   CLI::App* cmd = weft.add_subcommand(
       "mgrit",
-      "Solve a model problem (heat1d, dahlquist) with MGRIT and print the residual history. "
+      "Solve a model problem (heat1d, dahlquist, linear, heat1d-periodic, heat2d, advection1d, "
+      "brusselator) with MGRIT and print the residual history. "
       "Without flags: the PyMGRIT heat reference run of DESIGN.md.");
   auto args = std::make_shared<Args>();
   add_flags(*cmd, *args);
