@@ -112,7 +112,7 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
                   " to shape " + c10::str(f.sizes()) +
                   "; step layers must preserve the state shape");
   torch::NoGradGuard no_grad;
-  out = in + H * f;
+  out = torch::add(in, f, H);  // one pass, one allocation
 }
 
 Tensor Core::zeros() const {
@@ -284,7 +284,7 @@ void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
   const double H = static_cast<double>(info.from - info.to) * core->h;
   const Tensor gx = core->vjp(info.to, in, info.done && info.level == 0, H);
   torch::NoGradGuard no_grad;
-  out = gx.defined() ? in + H * gx : in.clone();
+  out = gx.defined() ? torch::add(in, gx, H) : in.clone();
 }
 
 Tensor Core::vjp(std::int64_t n, const Tensor& lambda, bool with_params, double H) {
@@ -324,7 +324,7 @@ Tensor Core::vjp(std::int64_t n, const Tensor& lambda, bool with_params, double 
         const Tensor& gp = grads[p + 1];
         if (!gp.defined()) continue;
         Tensor& acc = grad_acc[k][p];
-        acc = acc.defined() ? acc + H * gp : H * gp;
+        acc = acc.defined() ? acc.add_(gp, H) : H * gp;
       }
     }
   }
