@@ -23,59 +23,13 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+using weft::cli_test::Csv;
+using weft::cli_test::mgrit_json;
 using weft::cli_test::Outcome;
+using weft::cli_test::read_csv;
 using weft::cli_test::slurp;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
-
-class Environment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-    setenv("OMP_NUM_THREADS", "1", 0);
-  }
-};
-const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new Environment);
-
-// `weft mgrit ARGS --json DIR/NAME.json` on `np` ranks: expects success, returns the JSON.
-json mgrit_json(int np, const std::string& args, const fs::path& dir, const std::string& name,
-                Outcome* outcome = nullptr) {
-  const fs::path path = dir / (name + ".json");
-  const Outcome r = weft(np, "mgrit " + args + " --json " + path.string(), dir);
-  EXPECT_EQ(r.code, 0) << "weft mgrit " << args << "\nstdout:\n" << r.out << "stderr:\n" << r.err;
-  EXPECT_TRUE(r.err.empty()) << r.err;
-  if (outcome) *outcome = r;
-  if (r.code != 0) return json();
-  return json::parse(slurp(path));
-}
-
-struct Csv {
-  std::vector<std::string> header;
-  std::vector<std::vector<double>> rows;
-};
-
-Csv read_csv(const fs::path& path) {
-  Csv csv;
-  std::ifstream in(path);
-  auto split = [](const std::string& text) {
-    std::vector<std::string> items;
-    std::istringstream s(text);
-    for (std::string item; std::getline(s, item, ',');) items.push_back(item);
-    return items;
-  };
-  std::string line;
-  if (!std::getline(in, line)) return csv;
-  csv.header = split(line);
-  while (std::getline(in, line)) {
-    std::vector<double> row;
-    for (const auto& item : split(line)) row.push_back(std::stod(item));
-    csv.rows.push_back(row);
-  }
-  return csv;
-}
 
 std::vector<double> residuals(const json& j) {
   std::vector<double> r;

@@ -22,45 +22,13 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+using weft::cli_test::Csv;
+using weft::cli_test::mgrit_json;
 using weft::cli_test::Outcome;
+using weft::cli_test::read_csv;
 using weft::cli_test::slurp;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
-
-// `weft mgrit ARGS --json DIR/NAME.json`: runs, expects success, returns the JSON.
-json mgrit_json(int np, const std::string& args, const fs::path& dir, const std::string& name) {
-  const fs::path path = dir / (name + ".json");
-  const Outcome r = weft(np, "mgrit " + args + " --json " + path.string(), dir);
-  EXPECT_EQ(r.code, 0) << "weft mgrit " << args << "\nstdout:\n" << r.out << "stderr:\n" << r.err;
-  EXPECT_TRUE(r.err.empty()) << r.err;
-  if (r.code != 0) return json();
-  return json::parse(slurp(path));
-}
-
-struct Csv {
-  std::vector<std::string> header;
-  std::vector<std::vector<double>> rows;  // t, then the state's values
-};
-
-Csv read_csv(const fs::path& path) {
-  Csv csv;
-  std::ifstream in(path);
-  std::string line;
-  auto split = [](const std::string& text) {
-    std::vector<std::string> items;
-    std::istringstream s(text);
-    for (std::string item; std::getline(s, item, ',');) items.push_back(item);
-    return items;
-  };
-  if (!std::getline(in, line)) return csv;
-  csv.header = split(line);
-  while (std::getline(in, line)) {
-    std::vector<double> row;
-    for (const auto& item : split(line)) row.push_back(std::stod(item));
-    csv.rows.push_back(row);
-  }
-  return csv;
-}
 
 void expect_close(double actual, double expected, double rel, const std::string& what) {
   EXPECT_LE(std::abs(actual - expected), rel * std::abs(expected))
@@ -108,19 +76,6 @@ const std::vector<std::string> kXBraidN48 = {
 const std::string kXBraidN48Args =
     "--problem dahlquist --convention xbraid --nt 48 --t0 0 --t1 24 --levels 3 --cf 2 "
     "--nrelax 1 --init value:0.456 --tol 1e-6 --max-iter 100";
-
-class Environment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    // The launcher must accept root and more ranks than cores (containers, CI).
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-    setenv("OMP_NUM_THREADS", "1", 0);
-  }
-};
-const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new Environment);
 
 // ---------------------------------------------------------------------------------------------
 // Reference runs

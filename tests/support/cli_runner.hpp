@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 namespace weft::cli_test {
 
 namespace fs = std::filesystem;
+using json = nlohmann::json;
 
 struct Outcome {
   int code = -1;
@@ -64,6 +66,57 @@ inline Outcome weft(int np, const std::string& args, const fs::path& dir) {
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// Open MPI as root and oversubscribed, one thread per rank, for every run the tests start.
+class MpiRunEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+    setenv("OMP_NUM_THREADS", "1", 0);
+  }
+};
+inline const auto* const kMpiRunEnvironment =
+    ::testing::AddGlobalTestEnvironment(new MpiRunEnvironment);
+
+// `weft mgrit ARGS --json DIR/NAME.json` on `np` ranks: expects success, returns the JSON.
+inline nlohmann::json mgrit_json(int np, const std::string& args, const fs::path& dir,
+                                 const std::string& name, Outcome* outcome = nullptr) {
+  const fs::path path = dir / (name + ".json");
+  const Outcome r = weft(np, "mgrit " + args + " --json " + path.string(), dir);
+  EXPECT_EQ(r.code, 0) << "weft mgrit " << args << "\nstdout:\n" << r.out << "stderr:\n" << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  if (outcome) *outcome = r;
+  if (r.code != 0) return json();
+  return json::parse(slurp(path));
+}
+
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<double>> rows;
+};
+
+inline Csv read_csv(const fs::path& path) {
+  Csv csv;
+  std::ifstream in(path);
+  auto split = [](const std::string& text) {
+    std::vector<std::string> items;
+    std::istringstream s(text);
+    for (std::string item; std::getline(s, item, ',');) items.push_back(item);
+    return items;
+  };
+  std::string line;
+  if (!std::getline(in, line)) return csv;
+  csv.header = split(line);
+  while (std::getline(in, line)) {
+    std::vector<double> row;
+    for (const auto& item : split(line)) row.push_back(std::stod(item));
+    csv.rows.push_back(row);
+  }
+  return csv;
 }
 
 }  // namespace weft::cli_test
