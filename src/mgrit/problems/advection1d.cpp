@@ -82,24 +82,4 @@ void Advection1D::step(const State& in, State& out, double t0, double t1,
   out[order[n - 1]] = u_last;
 }
 
-void Advection1D::sum(double a, const State& x, double b, State& y) const {
-  y.resize(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = a * x[i] + b * y[i];
-}
-
-double Advection1D::norm(const State& u) const {
-  double s = 0;
-  for (double v : u) s += v * v;
-  return std::sqrt(s);
-}
-
-void Advection1D::pack(const State& u, void* buffer) const {
-  std::memcpy(buffer, u.data(), nodes() * sizeof(double));
-}
-
-void Advection1D::unpack(const void* buffer, State& u) const {
-  u.resize(nodes());
-  std::memcpy(u.data(), buffer, nodes() * sizeof(double));
-}
-
 }  // namespace weft::mgrit::problems

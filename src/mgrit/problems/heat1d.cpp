@@ -64,24 +64,4 @@ void Heat1D::step(const State& in, State& out, double t0, double t1, const StepI
   for (size_t i = n - 1; i-- > 0;) out[i] -= scratch_[i] * out[i + 1];
 }
 
-void Heat1D::sum(double a, const State& x, double b, State& y) const {
-  y.resize(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = a * x[i] + b * y[i];
-}
-
-double Heat1D::norm(const State& u) const {
-  double s = 0;
-  for (double v : u) s += v * v;
-  return std::sqrt(s);
-}
-
-void Heat1D::pack(const State& u, void* buffer) const {
-  std::memcpy(buffer, u.data(), u.size() * sizeof(double));
-}
-
-void Heat1D::unpack(const void* buffer, State& u) const {
-  u.resize(interior());
-  std::memcpy(u.data(), buffer, u.size() * sizeof(double));
-}
-
 }  // namespace weft::mgrit::problems

@@ -108,24 +108,4 @@ void Heat1DPeriodic::step(const State& in, State& out, double t0, double t1, con
   solve(factor(0.5 * h), rhs_, out);
 }
 
-void Heat1DPeriodic::sum(double a, const State& x, double b, State& y) const {
-  y.resize(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = a * x[i] + b * y[i];
-}
-
-double Heat1DPeriodic::norm(const State& u) const {
-  double s = 0;
-  for (double v : u) s += v * v;
-  return std::sqrt(s);
-}
-
-void Heat1DPeriodic::pack(const State& u, void* buffer) const {
-  std::memcpy(buffer, u.data(), nodes() * sizeof(double));
-}
-
-void Heat1DPeriodic::unpack(const void* buffer, State& u) const {
-  u.resize(nodes());
-  std::memcpy(u.data(), buffer, nodes() * sizeof(double));
-}
-
 }  // namespace weft::mgrit::problems

@@ -224,23 +224,4 @@ void Heat1DSpaceTime::refine(const State& coarse, State& fine, int coarse_level)
   }
 }
 
-void Heat1DSpaceTime::sum(double a, const State& x, double b, State& y) const {
-  y.resize(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = a * x[i] + b * y[i];
-}
-
-double Heat1DSpaceTime::norm(const State& u) const {
-  double s = 0;
-  for (double v : u) s += v * v;
-  return std::sqrt(s);
-}
-
-void Heat1DSpaceTime::pack(const State& u, void* buffer) const {
-  std::memcpy(buffer, u.data(), u.size() * sizeof(double));
-}
-
-void Heat1DSpaceTime::unpack(const void* buffer, State& u) const {
-  std::memcpy(u.data(), buffer, u.size() * sizeof(double));
-}
-
 }  // namespace weft::mgrit::problems

@@ -139,24 +139,4 @@ void Heat2D::step(const State& in, State& out, double t0, double t1, const StepI
   solve(factor(0.5 * h), out);
 }
 
-void Heat2D::sum(double a, const State& x, double b, State& y) const {
-  y.resize(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = a * x[i] + b * y[i];
-}
-
-double Heat2D::norm(const State& u) const {
-  double s = 0;
-  for (double v : u) s += v * v;
-  return std::sqrt(s);
-}
-
-void Heat2D::pack(const State& u, void* buffer) const {
-  std::memcpy(buffer, u.data(), grid_.unknowns() * sizeof(double));
-}
-
-void Heat2D::unpack(const void* buffer, State& u) const {
-  u.resize(grid_.unknowns());
-  std::memcpy(u.data(), buffer, grid_.unknowns() * sizeof(double));
-}
-
 }  // namespace weft::mgrit::problems

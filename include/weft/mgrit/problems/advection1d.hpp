@@ -17,13 +17,13 @@
 
 #include "weft/mgrit/problems/initial_guess.hpp"
 #include "weft/mgrit/problems/level_list.hpp"
+#include "weft/mgrit/problems/vector_state.hpp"
 #include "weft/mgrit/types.hpp"
 
 namespace weft::mgrit::problems {
 
-class Advection1D {
+class Advection1D : public VectorState {
  public:
-  using State = std::vector<double>;
   enum class Method { ExplicitUpwind, ImplicitUpwind };
 
   Advection1D(int nx, double speed, LevelList<Method> methods, double t_start, InitialGuess guess);
@@ -34,13 +34,6 @@ class Advection1D {
 
   State init(double t) const;
   void step(const State& in, State& out, double t0, double t1, const StepInfo& info) const;
-
-  void sum(double a, const State& x, double b, State& y) const;
-  double norm(const State& u) const;
-  void copy(const State& src, State& dst) const { dst = src; }
-  std::size_t buffer_size(const State&) const { return nodes() * sizeof(double); }
-  void pack(const State& u, void* buffer) const;
-  void unpack(const void* buffer, State& u) const;
 
   std::size_t nodes() const { return static_cast<std::size_t>(nx_); }
   double dx() const { return 1.0 / nx_; }

@@ -8,25 +8,17 @@
 #include <vector>
 
 #include "weft/mgrit/problems/initial_guess.hpp"
+#include "weft/mgrit/problems/vector_state.hpp"
 #include "weft/mgrit/types.hpp"
 
 namespace weft::mgrit::problems {
 
-class Heat1D {
+class Heat1D : public VectorState {
  public:
-  using State = std::vector<double>;
-
   Heat1D(int nx, double x0, double x1, double t_start, InitialGuess guess);
 
   State init(double t) const;
   void step(const State& in, State& out, double t0, double t1, const StepInfo&);
-
-  void sum(double a, const State& x, double b, State& y) const;
-  double norm(const State& u) const;
-  void copy(const State& src, State& dst) const { dst = src; }
-  std::size_t buffer_size(const State&) const { return interior() * sizeof(double); }
-  void pack(const State& u, void* buffer) const;
-  void unpack(const void* buffer, State& u) const;
 
   std::size_t interior() const { return x_.size(); }
   const std::vector<double>& x() const { return x_; }

@@ -14,13 +14,13 @@
 
 #include "weft/mgrit/problems/initial_guess.hpp"
 #include "weft/mgrit/problems/level_list.hpp"
+#include "weft/mgrit/problems/vector_state.hpp"
 #include "weft/mgrit/types.hpp"
 
 namespace weft::mgrit::problems {
 
-class Heat1DPeriodic {
+class Heat1DPeriodic : public VectorState {
  public:
-  using State = std::vector<double>;
   enum class Method { BackwardEuler, CrankNicolson };
 
   Heat1DPeriodic(int nx, LevelList<Method> methods, double t_start, InitialGuess guess);
@@ -31,13 +31,6 @@ class Heat1DPeriodic {
 
   State init(double t) const;
   void step(const State& in, State& out, double t0, double t1, const StepInfo& info);
-
-  void sum(double a, const State& x, double b, State& y) const;
-  double norm(const State& u) const;
-  void copy(const State& src, State& dst) const { dst = src; }
-  std::size_t buffer_size(const State&) const { return nodes() * sizeof(double); }
-  void pack(const State& u, void* buffer) const;
-  void unpack(const void* buffer, State& u) const;
 
   std::size_t nodes() const { return x_.size(); }
   const std::vector<double>& x() const { return x_; }

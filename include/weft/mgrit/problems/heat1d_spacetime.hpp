@@ -20,13 +20,13 @@
 
 #include "weft/mgrit/problems/initial_guess.hpp"
 #include "weft/mgrit/problems/level_list.hpp"
+#include "weft/mgrit/problems/vector_state.hpp"
 #include "weft/mgrit/types.hpp"
 
 namespace weft::mgrit::problems {
 
-class Heat1DSpaceTime {
+class Heat1DSpaceTime : public VectorState {
  public:
-  using State = std::vector<double>;
   enum class Method { BackwardEuler, CrankNicolson };
 
   /// Throws weft::InvalidOption when a grid cannot be reached from the one above (option --nx).
@@ -42,13 +42,6 @@ class Heat1DSpaceTime {
   State init(double t) const;
   void step(const State& in, State& out, double t0, double t1, const StepInfo& info);
 
-  void sum(double a, const State& x, double b, State& y) const;
-  double norm(const State& u) const;
-  void copy(const State& src, State& dst) const { dst = src; }
-  std::size_t buffer_size(const State& like) const { return like.size() * sizeof(double); }
-  void pack(const State& u, void* buffer) const;
-  /// `u` holds a state of the receiving level, which fixes the size.
-  void unpack(const void* buffer, State& u) const;
   void coarsen(const State& fine, State& coarse, int fine_level) const;
   void refine(const State& coarse, State& fine, int coarse_level) const;
 

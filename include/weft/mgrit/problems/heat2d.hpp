@@ -20,6 +20,7 @@
 
 #include "weft/mgrit/problems/initial_guess.hpp"
 #include "weft/mgrit/problems/level_list.hpp"
+#include "weft/mgrit/problems/vector_state.hpp"
 #include "weft/mgrit/types.hpp"
 
 namespace weft::mgrit::problems {
@@ -52,9 +53,8 @@ struct Heat2DGrid {
   }
 };
 
-class Heat2D {
+class Heat2D : public VectorState {
  public:
-  using State = std::vector<double>;
   enum class Method { BackwardEuler, CrankNicolson };
 
   Heat2D(Heat2DGrid grid, LevelList<Method> methods, double t_start, InitialGuess guess);
@@ -66,13 +66,6 @@ class Heat2D {
 
   State init(double t) const;
   void step(const State& in, State& out, double t0, double t1, const StepInfo& info);
-
-  void sum(double a, const State& x, double b, State& y) const;
-  double norm(const State& u) const;
-  void copy(const State& src, State& dst) const { dst = src; }
-  std::size_t buffer_size(const State&) const { return grid_.unknowns() * sizeof(double); }
-  void pack(const State& u, void* buffer) const;
-  void unpack(const void* buffer, State& u) const;
 
   const Heat2DGrid& grid() const { return grid_; }
   /// u* at the interior unknowns.
