@@ -27,3 +27,27 @@ function(weft_add_test)
                          PROCESSORS ${np})
   endforeach()
 endfunction()
+
+# weft_add_cli_test(NAME <name> SOURCES <files...> PREFIX <ctest prefix> [TIMEOUT <s>])
+#
+# A GoogleTest driver that runs the real `weft` binary (tests/support/cli_runner.hpp): it is
+# not an MPI program itself; each test starts `mpiexec ... weft ...` and checks the outcome.
+function(weft_add_cli_test)
+  cmake_parse_arguments(T "" "NAME;PREFIX;TIMEOUT" "SOURCES" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  find_package(nlohmann_json REQUIRED)
+  include(GoogleTest)
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE GTest::gtest_main nlohmann_json::nlohmann_json
+                                          weft_warnings)
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  target_compile_definitions(${T_NAME} PRIVATE
+    WEFT_CLI_BINARY="$<TARGET_FILE:weft>"
+    WEFT_MPIEXEC="${MPIEXEC_EXECUTABLE}"
+    WEFT_CLI_WORKDIR="${CMAKE_CURRENT_BINARY_DIR}/work-${T_NAME}")
+  add_dependencies(${T_NAME} weft)
+  gtest_discover_tests(${T_NAME} TEST_PREFIX "${T_PREFIX}." DISCOVERY_TIMEOUT 30
+                       PROPERTIES TIMEOUT ${T_TIMEOUT})  # cli_runner.hpp sets the MPI environment
+endfunction()
