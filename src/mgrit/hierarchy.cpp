@@ -131,9 +131,28 @@ index_t Distribution::block_begin(index_t points, int ranks, int rank) {
   return r < extra ? r * (base + 1) : extra * (base + 1) + (r - extra) * base;
 }
 
-Distribution::Distribution(index_t points, int ranks, Direction direction)
+Distribution::Distribution(index_t points, int ranks, Direction direction,
+                           const std::vector<index_t>& first_points)
     : points_(points), ranks_(ranks), direction_(direction) {
   if (ranks < 1) throw InvalidOption("distribution: need at least one rank");
+  if (first_points.empty()) {
+    for (int r = 0; r <= ranks; ++r) bounds_.push_back(block_begin(points, ranks, r));
+    return;
+  }
+  if (static_cast<index_t>(first_points.size()) != ranks)
+    throw InvalidOption("option rank_blocks: " + std::to_string(first_points.size()) +
+                        " first points given for " + std::to_string(ranks) +
+                        " ranks; accepted: one per rank");
+  for (size_t r = 0; r < first_points.size(); ++r) {
+    const index_t f = first_points[r];
+    const index_t floor = r == 0 ? 0 : first_points[r - 1];
+    if ((r == 0 && f != 0) || f < floor || f > points)
+      throw InvalidOption("option rank_blocks: first point " + std::to_string(f) + " of rank " +
+                          std::to_string(r) + " is invalid; accepted: 0 for rank 0, then " +
+                          "nondecreasing points <= " + std::to_string(points));
+  }
+  bounds_ = first_points;
+  bounds_.push_back(points);
 }
 
 int Distribution::position_of_rank(int rank) const {
@@ -145,15 +164,13 @@ int Distribution::rank_at_position(int position) const {
 }
 
 index_t Distribution::begin(int position) const {
-  if (direction_ == Direction::Forward) return block_begin(points_, ranks_, position);
-  const int rank = rank_at_position(position);
-  return points_ - block_begin(points_, ranks_, rank + 1);
+  const auto rank = static_cast<size_t>(rank_at_position(position));
+  return direction_ == Direction::Forward ? bounds_[rank] : points_ - bounds_[rank + 1];
 }
 
 index_t Distribution::end(int position) const {
-  if (direction_ == Direction::Forward) return block_begin(points_, ranks_, position + 1);
-  const int rank = rank_at_position(position);
-  return points_ - block_begin(points_, ranks_, rank);
+  const auto rank = static_cast<size_t>(rank_at_position(position));
+  return direction_ == Direction::Forward ? bounds_[rank + 1] : points_ - bounds_[rank];
 }
 
 }  // namespace weft::mgrit

@@ -297,6 +297,46 @@ TEST(Distribution, CoarseLevelsWithEmptyRanks) {
   EXPECT_LT(max_relative_difference(u, sequential_heat(grid)), 1e-10);
 }
 
+TEST(Distribution, ExplicitRankBlocksGiveTheSameSolutionInBothDirections) {
+  // Uneven blocks (rank 0 holds 3 points, the next ranks split the rest unevenly).
+  const auto grid = TimeGrid::uniform(0.0, 2.0, 32);
+  int ranks = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<index_t> first{0};
+  for (int r = 1; r < ranks; ++r) first.push_back(3 + 7 * (r - 1) * (r + 1) / ranks);
+  const Options o = Options().max_levels(3).cfactor(4).abs_tol(1e-12);
+  Result blocks, custom;
+  const Solution a = solve_and_gather<RHeat>(make_heat, grid, o, MPI_COMM_WORLD, 7, &blocks);
+  const Solution b = solve_and_gather<RHeat>(make_heat, grid, Options(o).rank_blocks(first),
+                                             MPI_COMM_WORLD, 7, &custom);
+  ASSERT_EQ(blocks.iterations, custom.iterations);
+  for (size_t k = 0; k < blocks.residuals.size(); ++k) {
+    ASSERT_EQ(blocks.residuals[k].has_value(), custom.residuals[k].has_value());
+    if (blocks.residuals[k]) {
+      EXPECT_NEAR(*blocks.residuals[k], *custom.residuals[k], 1e-12);
+    }
+  }
+  EXPECT_LT(max_relative_difference(a, b), 1e-13);
+  // (Backward Euler backward in time with coarse steps of -1 would divide by zero: two levels.)
+  RDahlquist app = make_dahlquist();
+  Solver<RDahlquist> rev(app, MPI_COMM_WORLD, grid,
+                         Options().max_levels(2).rank_blocks(first).direction(Direction::Reverse));
+  const index_t begin = first[static_cast<size_t>(rank)];
+  const index_t end = rank + 1 < ranks ? first[static_cast<size_t>(rank) + 1] : 33;
+  EXPECT_EQ(rev.local_begin(), begin);
+  EXPECT_EQ(rev.local_end(), end);
+  for (index_t i = 0; i <= 32; ++i) {
+    int owner = 0;
+    while (owner + 1 < ranks && first[static_cast<size_t>(owner) + 1] <= i) ++owner;
+    EXPECT_EQ(rev.owner(i), owner) << i;
+  }
+  EXPECT_TRUE(rev.solve().converged);
+  EXPECT_THROW(
+      Solver<RDahlquist>(app, MPI_COMM_WORLD, grid, Options(o).rank_blocks({0, 0, 0, 0, 0})),
+      InvalidOption);
+}
+
 // The residual reported after a PyMGRIT cycle is the norm of Phi(u_{i-1}) - u_i over the fine
 // C-points, recomputed here from the gathered solution for each temporal norm.
 TEST(Residual, TemporalNormsMatchADirectComputation) {

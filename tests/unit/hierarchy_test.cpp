@@ -111,5 +111,33 @@ TEST(Distribution, ReverseKeepsEveryPointOnItsForwardRank) {
   EXPECT_EQ(rev.rank_at_position(0), 2);
 }
 
+TEST(Distribution, ExplicitFirstPointsInBothDirections) {
+  // 11 points on 3 ranks from points 0, 3, 3 (rank 1 empty) and the reverse of that.
+  const std::vector<index_t> first{0, 3, 3};
+  const Distribution fwd(11, 3, Direction::Forward, first);
+  EXPECT_EQ(fwd.begin(0), 0);
+  EXPECT_EQ(fwd.end(0), 3);
+  EXPECT_EQ(fwd.begin(1), fwd.end(1));
+  EXPECT_EQ(fwd.begin(2), 3);
+  EXPECT_EQ(fwd.end(2), 11);
+  const Distribution rev(11, 3, Direction::Reverse, first);
+  EXPECT_EQ(rev.rank_at_position(0), 2);
+  EXPECT_EQ(rev.begin(0), 0);  // user points 3..10 are internal 0..7
+  EXPECT_EQ(rev.end(0), 8);
+  EXPECT_EQ(rev.begin(2), 8);
+  EXPECT_EQ(rev.end(2), 11);
+}
+
+TEST(Distribution, InvalidFirstPointsAreRejected) {
+  for (const std::vector<index_t>& bad :
+       {std::vector<index_t>{0, 4}, {1, 4, 8}, {0, 5, 4}, {0, 4, 12}, {0, -1, 4}})
+    EXPECT_THROW(Distribution(11, 3, Direction::Forward, bad), InvalidOption);
+  try {
+    Distribution(11, 3, Direction::Forward, {0, 5, 4});
+  } catch (const InvalidOption& e) {
+    EXPECT_NE(std::string(e.what()).find("first point 4 of rank 2"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace weft::mgrit

@@ -60,12 +60,15 @@ class Hierarchy {
   std::vector<LevelGrid> levels_;
 };
 
-/// Block distribution of the fine points over the ranks of a communicator: contiguous blocks,
-/// the first (N+1) mod P ranks one point more. Reverse solves keep every point on the rank that
-/// owns it forward; chain positions then run from the last rank to the first.
+/// Distribution of the fine points over the ranks of a communicator in contiguous blocks: by
+/// default the first (N+1) mod P ranks one point more; or the blocks starting at the given first
+/// points (the user's numbering, see Options::rank_blocks). Reverse solves keep every point on
+/// the rank that owns it forward; chain positions then run from the last rank to the first.
 class Distribution {
  public:
-  Distribution(index_t points, int ranks, Direction direction);
+  /// Throws InvalidOption when `first_points` is not a valid list for `points` and `ranks`.
+  Distribution(index_t points, int ranks, Direction direction,
+               const std::vector<index_t>& first_points = {});
 
   int ranks() const { return ranks_; }
   /// Position in the chain of messages (0 owns internal point 0).
@@ -81,6 +84,7 @@ class Distribution {
   index_t points_;
   int ranks_;
   Direction direction_;
+  std::vector<index_t> bounds_;  ///< rank r owns the user's points [bounds_[r], bounds_[r+1])
 };
 
 }  // namespace weft::mgrit

@@ -4,6 +4,7 @@
 // Per-level options take an optional level; without one they set the default for all levels.
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/mgrit/types.hpp"
@@ -178,6 +179,14 @@ class Options {
     collect_timings_ = on;
     return *this;
   }
+  /// The first fine point (the user's numbering) of each rank's block of points, one entry per
+  /// rank of the solver's communicator: 0 first, nondecreasing (equal entries leave a rank
+  /// empty). Empty (the default) is the block distribution. Reverse solves keep each point on
+  /// the rank given here, as they do with the block distribution.
+  Options& rank_blocks(std::vector<index_t> first_points) {
+    rank_blocks_ = std::move(first_points);
+    return *this;
+  }
 
   int max_levels() const { return max_levels_; }
   index_t min_coarse() const { return min_coarse_; }
@@ -204,6 +213,7 @@ class Options {
   double divergence_limit() const { return divergence_limit_; }
   Direction direction() const { return direction_; }
   bool collect_timings() const { return collect_timings_; }
+  const std::vector<index_t>& rank_blocks() const { return rank_blocks_; }
 
   const PerLevel<int>& cfactor_levels() const { return cfactor_; }
   const PerLevel<int>& nrelax_levels() const { return nrelax_; }
@@ -236,6 +246,7 @@ class Options {
   double divergence_limit_ = 1e300;
   Direction direction_ = Direction::Forward;
   bool collect_timings_ = true;
+  std::vector<index_t> rank_blocks_;
 };
 
 }  // namespace weft::mgrit

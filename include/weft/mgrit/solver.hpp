@@ -129,6 +129,18 @@ class Solver {
               L.grid->times[static_cast<size_t>(i)], info);
     if (add_g && L.g_active) Ops::sum(app_, 1.0, L.g[static_cast<size_t>(i - L.lo)], 1.0, out);
     ++L.steps;
+    progress(L);
+  }
+  /// Lets MPI move the level's pending messages. Without a single-copy transport, a large
+  /// message advances only while its sender is inside an MPI call; a sender that steps for
+  /// milliseconds between calls would leave its neighbour waiting.
+  void progress(Level& L) {
+    int flag = 0;
+    if (L.send_req != MPI_REQUEST_NULL) MPI_Test(&L.send_req, &flag, MPI_STATUS_IGNORE);
+    if (L.recv_req != MPI_REQUEST_NULL) {
+      MPI_Status status;
+      MPI_Request_get_status(L.recv_req, &flag, &status);
+    }
   }
   State& u_at(Level& L, index_t i) { return L.u[static_cast<size_t>(i - L.lo)]; }
 
@@ -235,7 +247,7 @@ Solver<App>::Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
     hierarchy_ = Hierarchy::uniform(grid_, options_);
   }
 
-  const Distribution dist(grid_.points(), ranks_, direction_);
+  const Distribution dist(grid_.points(), ranks_, direction_, options_.rank_blocks());
   const int position = dist.position_of_rank(rank_);
   levels_.resize(static_cast<size_t>(hierarchy_.levels()));
   for (int l = 0; l < hierarchy_.levels(); ++l) {
@@ -278,7 +290,7 @@ Solver<App>::Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
 template <class App>
 int Solver<App>::owner(index_t index) const {
   const index_t internal = direction_ == Direction::Forward ? index : last_ - index;
-  const Distribution dist(grid_.points(), ranks_, direction_);
+  const Distribution dist(grid_.points(), ranks_, direction_, options_.rank_blocks());
   for (int q = 0; q < ranks_; ++q)
     if (internal >= dist.begin(q) && internal < dist.end(q)) return dist.rank_at_position(q);
   throw InvalidOption("point index " + std::to_string(index) + " is outside the grid [0, " +
@@ -446,7 +458,10 @@ void Solver<App>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& on_residual
 // ------------------------------------------------------------------------------------------
 // Transfers between levels
 
-// Level l's C-points become level l+1's points: u = v = R(u), no FAS right-hand side.
+// Level l's C-points become level l+1's points: v = R(u), and u = v at level l+1's C-points,
+// no FAS right-hand side. Level l+1's F-points need no copy: every path steps them from their
+// C-point before reading them (relaxation, a sequential solve, or the F-relaxation that
+// precedes a correction).
 template <class App>
 void Solver<App>::inject(int l) {
   Level& F = levels_[static_cast<size_t>(l)];
@@ -454,7 +469,7 @@ void Solver<App>::inject(int l) {
   for (index_t j = F.c_begin; j < F.c_end; ++j) {
     const auto k = static_cast<size_t>(j - C.lo);
     Ops::coarsen(app_, u_at(F, F.grid->cpoints[static_cast<size_t>(j)]), C.v[k], l);
-    if (C.store_all || C.grid->is_cpoint(j)) Ops::copy(app_, C.v[k], C.u[k]);
+    if (C.grid->is_cpoint(j)) Ops::copy(app_, C.v[k], C.u[k]);
   }
   C.g_active = false;
 }
