@@ -34,7 +34,12 @@ class OwnedComm {
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
-/// Initializes MPI for the lifetime of the object (finalizes unless aborted).
+/// Called by Environment before MPI_Init: keeps Open MPI's single-copy transport for large
+/// messages where the system allows it and turns it off where it would fail (containers).
+void prepare_shared_memory_transport();
+
+/// Initializes MPI for the lifetime of the object (after prepare_shared_memory_transport) and
+/// finalizes it unless aborted.
 class Environment {
  public:
   Environment(int* argc, char*** argv);
