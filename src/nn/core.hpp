@@ -59,13 +59,22 @@ class Core {
   Core(torch::nn::Module& owner, MPI_Comm comm, Network network, LayerParallelOptions options);
 
   // --- layers ---------------------------------------------------------------------------
-  bool is_local_layer(std::int64_t n) const { return n >= lo && n < layer_end; }
-  Layer& local_layer(std::int64_t n) { return local[static_cast<size_t>(n - lo)]; }
+  bool is_local_layer(std::int64_t n) const { return n >= layer_begin && n < layer_end; }
+  Layer& local_layer(std::int64_t n) { return local[static_cast<size_t>(n - layer_begin)]; }
   Layer& forward_layer(std::int64_t n);  ///< local or ghost
   Layer build(const LayerFactory& make, const std::string& what) const;
   int owner_of_point(std::int64_t point) const;
-  std::int64_t block_begin(int r) const;
+  std::int64_t block_begin(int r) const;  ///< first forward point of rank r
+  // Rank r owns the layers of the forward steps it computes, into its points: layer n belongs
+  // to the owner of point n+1. The adjoint solve moves each block boundary one point left, so
+  // that its step into n (which needs layer n) runs on the same rank.
+  std::int64_t layer_begin_of(int r) const;
   std::int64_t layer_end_of(int r) const;
+  int layer_owner(std::int64_t n) const { return owner_of_point(n + 1); }
+  std::vector<mgrit::index_t> adjoint_blocks() const;
+  /// After the forward solve: x at point lo-1 from the left neighbour (the input of this rank's
+  /// first layer, needed by the adjoint), into `boundary` (collective).
+  void exchange_boundary();
   /// Ghost layer sets and messages from the forward hierarchy; builds missing ghosts.
   void plan();
   void exchange();
@@ -74,6 +83,9 @@ class Core {
 
   // --- solves ----------------------------------------------------------------------------
   torch::Tensor zeros() const;
+  /// One zero state shared by every initial guess (the Apps' init): no allocation and no fill
+  /// per point and solve. TensorOps copy it on write.
+  const torch::Tensor& zero_state();
   /// `message` of rank `root`, on every rank (collective).
   std::string share_message(const std::string& message, int root) const;
   /// Runs every local step layer (and the close layer on the output rank) once on zeros of the
@@ -93,9 +105,10 @@ class Core {
   LayerParallelOptions opts;
   std::int64_t N = 0;
   double h = 0;
-  std::int64_t lo = 0, hi = 0, layer_end = 0;
+  std::int64_t lo = 0, hi = 0;                  ///< forward points [lo, hi)
+  std::int64_t layer_begin = 0, layer_end = 0;  ///< local layers
 
-  std::vector<Layer> local;  ///< layers [lo, layer_end)
+  std::vector<Layer> local;  ///< layers [layer_begin, layer_end)
   Layer open, close;
   std::map<std::int64_t, Layer> ghosts;
   struct Peer {
@@ -118,7 +131,10 @@ class Core {
   std::exception_ptr open_failure;  ///< the open layer threw on the input rank
   std::string open_message;
   bool record_graphs = false;
+  bool needs_backward = false;  ///< autograd was on for this forward
   torch::Tensor x0, lambda_N;
+  torch::Tensor shared_zero;
+  torch::Tensor boundary;  ///< x_{lo-1} (ranks > 0, after a forward that needs backward)
   mutable torch::Tensor staging;
   ForwardApp fapp;
   AdjointApp aapp;

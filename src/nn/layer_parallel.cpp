@@ -23,8 +23,11 @@ using torch::Tensor;
 // ------------------------------------------------------------------------------------------
 // Tensor states
 
+// Initial guesses share one zero tensor (Core::shared_zero), so the operations that write into
+// a state in place first detach it from that tensor (copy on write).
 void TensorOps::sum(double a, const Tensor& x, double b, Tensor& y) const {
   torch::NoGradGuard no_grad;
+  if (y.is_same(core->shared_zero)) y = Tensor();  // then y = a x is right: y was zero
   if (!y.defined() || b == 0.0) {
     y = a == 1.0 ? x.clone() : x * a;
     return;
@@ -40,6 +43,7 @@ double TensorOps::norm(const Tensor& u) const {
 
 void TensorOps::copy(const Tensor& src, Tensor& dst) const {
   torch::NoGradGuard no_grad;
+  if (dst.is_same(core->shared_zero)) dst = Tensor();
   if (dst.defined() && dst.sizes() == src.sizes() && dst.dtype() == src.dtype() &&
       dst.device() == src.device())
     dst.copy_(src);
@@ -72,6 +76,7 @@ void TensorOps::unpack(const void* buffer, Tensor& u) const {
   torch::NoGradGuard no_grad;
   const Tensor blob = torch::from_blob(const_cast<void*>(buffer), core->shape,
                                        torch::TensorOptions().dtype(core->dtype));
+  if (u.is_same(core->shared_zero)) u = Tensor();
   if (u.defined() && u.sizes() == blob.sizes() && u.dtype() == blob.dtype())
     u.copy_(blob);
   else
@@ -84,7 +89,7 @@ void TensorOps::unpack(const void* buffer, Tensor& u) const {
 
 Tensor ForwardApp::init(double t) const {
   if (core->rank == 0 && t < 0.5 * core->h) return core->x0.clone();
-  return core->zeros();
+  return core->zero_state();
 }
 
 void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
@@ -101,7 +106,7 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
     g.y = layer.forward(g.x);
     g.version = in._version();
     f = g.y.detach();
-    core->graphs[static_cast<size_t>(n - core->lo)] = std::move(g);
+    core->graphs[static_cast<size_t>(n - core->layer_begin)] = std::move(g);
   } else {
     torch::NoGradGuard no_grad;
     f = layer.forward(in);
@@ -117,6 +122,13 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
 
 Tensor Core::zeros() const {
   return torch::zeros(shape, torch::TensorOptions().dtype(dtype).device(device));
+}
+
+const Tensor& Core::zero_state() {
+  if (!shared_zero.defined() || shared_zero.sizes() != torch::IntArrayRef(shape) ||
+      shared_zero.scalar_type() != dtype || shared_zero.device() != device)
+    shared_zero = zeros();
+  return shared_zero;
 }
 
 std::string Core::share_message(const std::string& message, int root) const {
@@ -152,7 +164,7 @@ void Core::validate_layers() {
   };
   {
     torch::NoGradGuard no_grad;
-    for (std::int64_t n = lo; n < layer_end && error.empty(); ++n)
+    for (std::int64_t n = layer_begin; n < layer_end && error.empty(); ++n)
       check(local_layer(n), "step layer " + std::to_string(n), true);
     if (error.empty() && rank == ranks - 1 && !close.is_empty())
       check(close, "the close layer", false);
@@ -237,8 +249,8 @@ Tensor Core::forward(const Tensor& x0_in) {
     const auto grid = mgrit::TimeGrid::uniform(0.0, net.t_final, N);
     fsolver = std::make_unique<mgrit::Solver<ForwardApp>>(fapp, comm.get(), grid,
                                                           opts.forward_solver_options());
-    asolver = std::make_unique<mgrit::Solver<AdjointApp>>(aapp, comm.get(), grid,
-                                                          opts.backward_solver_options());
+    asolver = std::make_unique<mgrit::Solver<AdjointApp>>(
+        aapp, comm.get(), grid, opts.backward_solver_options().rank_blocks(adjoint_blocks()));
     validate_layers();
   }
   stats.shape = shape;
@@ -251,13 +263,22 @@ Tensor Core::forward(const Tensor& x0_in) {
   stats.forward.result = fsolver->solve();
   stats.forward.statistics = fsolver->statistics();
   x0 = Tensor();
+  if (needs_backward) exchange_boundary();
 
-  // Keep only graphs recorded at the final stored states.
+  // Keep only graphs recorded at the final states: stored here, or the left neighbour's last.
   for (size_t k = 0; k < graphs.size(); ++k) {
     Graph& g = graphs[k];
     if (!g.defined()) continue;
-    const Tensor* s = fsolver->state(lo + static_cast<std::int64_t>(k));
-    if (s && s->data_ptr() == g.x.data_ptr() && s->_version() == g.version)
+    const std::int64_t n = layer_begin + static_cast<std::int64_t>(k);
+    bool final_state = false;
+    if (n < lo) {
+      final_state =
+          boundary.defined() && g.x._version() == g.version && torch::equal(g.x, boundary);
+    } else {
+      const Tensor* s = fsolver->state(n);
+      final_state = s && s->data_ptr() == g.x.data_ptr() && s->_version() == g.version;
+    }
+    if (final_state)
       ++stats.graphs_recorded;
     else
       g = Graph();
@@ -270,13 +291,42 @@ Tensor Core::forward(const Tensor& x0_in) {
   return out;
 }
 
+void Core::exchange_boundary() {
+  boundary = Tensor();
+  if (ranks == 1) return;
+  const double t = now();
+  constexpr int kTag = 7302;
+  std::int64_t elements = 1;
+  for (std::int64_t d : shape) elements *= d;
+  const auto bytes = static_cast<std::size_t>(elements) * c10::elementSize(dtype);
+  std::vector<char> incoming(rank > 0 ? bytes : 0), outgoing(rank < ranks - 1 ? bytes : 0);
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  if (rank > 0)
+    mpi::check(MPI_Irecv(incoming.data(), static_cast<int>(bytes), MPI_BYTE, rank - 1, kTag,
+                         comm.get(), &requests[0]),
+               "MPI_Irecv (boundary state)");
+  if (rank < ranks - 1) {
+    const Tensor* last = fsolver->state(hi - 1);
+    if (!last)
+      throw MpiError("layer-parallel forward (" + mpi::where(comm.get()) + "): state " +
+                     std::to_string(hi - 1) + " is not stored");
+    fapp.pack(*last, outgoing.data());
+    mpi::check(MPI_Isend(outgoing.data(), static_cast<int>(bytes), MPI_BYTE, rank + 1, kTag,
+                         comm.get(), &requests[1]),
+               "MPI_Isend (boundary state)");
+  }
+  mpi::check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall (boundary state)");
+  if (rank > 0) fapp.unpack(incoming.data(), boundary);
+  stats.exchange_seconds += now() - t;
+}
+
 // ------------------------------------------------------------------------------------------
 // Adjoint
 
 Tensor AdjointApp::init(double t) const {
   if (t > core->net.t_final - 0.5 * core->h && core->lambda_N.defined())
     return core->lambda_N.clone();
-  return core->zeros();
+  return core->zero_state();
 }
 
 void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
@@ -290,17 +340,17 @@ void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
 Tensor Core::vjp(std::int64_t n, const Tensor& lambda, bool with_params, double H) {
   if (!is_local_layer(n))
     throw MpiError("layer-parallel backward (" + mpi::where(comm.get()) + "): adjoint step into " +
-                   std::to_string(n) + " outside the local layers [" + std::to_string(lo) + ", " +
-                   std::to_string(layer_end) + ")");
-  const auto k = static_cast<size_t>(n - lo);
+                   std::to_string(n) + " outside the local layers [" + std::to_string(layer_begin) +
+                   ", " + std::to_string(layer_end) + ")");
+  const auto k = static_cast<size_t>(n - layer_begin);
   const bool cache = opts.cache_graphs();
   Graph scratch;
   Graph* g = cache ? &graphs[k] : &scratch;
   if (g->defined()) {
     ++stats.graphs_reused;
   } else {
-    const Tensor* x = fsolver->state(n);
-    if (!x)
+    const Tensor* x = n < lo ? &boundary : fsolver->state(n);
+    if (!x || !x->defined())
       throw MpiError("layer-parallel backward (" + mpi::where(comm.get()) + "): forward state " +
                      std::to_string(n) + " is not stored");
     torch::AutoGradMode grad_on(true);
@@ -458,7 +508,8 @@ torch::Tensor LayerParallelImpl::forward(const torch::Tensor& input) {
   }
   if (!x0.defined()) x0 = torch::empty({0});
   c.collect_parameters();
-  c.record_graphs = torch::GradMode::is_enabled() && c.opts.cache_graphs();
+  c.needs_backward = torch::GradMode::is_enabled();
+  c.record_graphs = c.needs_backward && c.opts.cache_graphs();
   const torch::Tensor anchor = torch::zeros({}, torch::TensorOptions().requires_grad(true));
   torch::Tensor xN =
       detail::LayerParallelFunction::apply(x0, anchor, at::TensorList(c.trainable), &c);
@@ -493,6 +544,9 @@ std::int64_t LayerParallelImpl::first_point() const {
 std::int64_t LayerParallelImpl::end_point() const {
   return core_->hi;
 }
+std::int64_t LayerParallelImpl::first_layer() const {
+  return core_->layer_begin;
+}
 std::int64_t LayerParallelImpl::end_layer() const {
   return core_->layer_end;
 }
@@ -507,7 +561,8 @@ Layer& LayerParallelImpl::layer(std::int64_t n) {
   if (!core_->is_local_layer(n))
     throw InvalidOption("layer " + std::to_string(n) + " is not local to " +
                         mpi::where(core_->comm.get()) + " (its layers are [" +
-                        std::to_string(core_->lo) + ", " + std::to_string(core_->layer_end) + "))");
+                        std::to_string(core_->layer_begin) + ", " +
+                        std::to_string(core_->layer_end) + "))");
   return core_->local_layer(n);
 }
 

@@ -110,11 +110,12 @@ Core::Core(torch::nn::Module& owner_module, MPI_Comm parent, Network network,
   h = net.t_final / static_cast<double>(N);
   lo = block_begin(rank);
   hi = block_begin(rank + 1);
-  layer_end = std::min(hi, N);
+  layer_begin = layer_begin_of(rank);
+  layer_end = layer_end_of(rank);
   fapp.core = this;
   aapp.core = this;
 
-  for (std::int64_t n = lo; n < layer_end; ++n) {
+  for (std::int64_t n = layer_begin; n < layer_end; ++n) {
     local.push_back(build([&] { return net.step(n); }, "step layer " + std::to_string(n)));
     owner.register_module("step_" + std::to_string(n), module_of(local.back()));
   }
@@ -151,8 +152,18 @@ std::int64_t Core::block_begin(int r) const {
   return mgrit::Distribution::block_begin(N + 1, ranks, r);
 }
 
+std::int64_t Core::layer_begin_of(int r) const {
+  return r == 0 ? 0 : block_begin(r) - 1;
+}
+
 std::int64_t Core::layer_end_of(int r) const {
-  return std::min(block_begin(r + 1), N);
+  return r == ranks - 1 ? N : block_begin(r + 1) - 1;
+}
+
+std::vector<mgrit::index_t> Core::adjoint_blocks() const {
+  std::vector<mgrit::index_t> first;
+  for (int r = 0; r < ranks; ++r) first.push_back(layer_begin_of(r));
+  return first;
 }
 
 int Core::owner_of_point(std::int64_t point) const {
@@ -178,7 +189,8 @@ Layer& Core::forward_layer(std::int64_t n) {
 
 void Core::plan() {
   // Every step of every level goes from a point's predecessor on that level to the point, on
-  // the point's owner, with the predecessor's layer: the ghosts are the remote predecessors.
+  // the point's owner, with the predecessor's layer: the ghosts are the predecessors' layers
+  // that live elsewhere (the adjoint needs none: its step into n runs where layer n lives).
   const auto grid = mgrit::TimeGrid::uniform(0.0, net.t_final, N);
   const auto hierarchy = mgrit::Hierarchy::uniform(grid, opts.forward_solver_options());
   std::vector<std::set<std::int64_t>> need(static_cast<size_t>(ranks));
@@ -186,7 +198,7 @@ void Core::plan() {
     const auto& fine = hierarchy.level(l).fine;
     for (size_t k = 1; k < fine.size(); ++k) {
       const int to_owner = owner_of_point(fine[k]);
-      if (owner_of_point(fine[k - 1]) != to_owner)
+      if (layer_owner(fine[k - 1]) != to_owner)
         need[static_cast<size_t>(to_owner)].insert(fine[k - 1]);
     }
   }
@@ -202,8 +214,8 @@ void Core::plan() {
   }
   std::map<int, Peer> by_owner;
   for (std::int64_t n : need[static_cast<size_t>(rank)]) {
-    Peer& peer = by_owner[owner_of_point(n)];
-    peer.rank = owner_of_point(n);
+    Peer& peer = by_owner[layer_owner(n)];
+    peer.rank = layer_owner(n);
     peer.layers.push_back(n);
   }
   for (auto& entry : by_owner) recv_plan.push_back(std::move(entry.second));
@@ -329,7 +341,7 @@ std::vector<std::shared_ptr<torch::nn::Module>> sequential_modules_of(
     const SequentialNetworkImpl& full, const detail::Core& c, int r) {
   std::vector<std::shared_ptr<torch::nn::Module>> out;
   if (r == 0 && c.net.open) out.push_back(full.open().ptr());
-  for (std::int64_t n = c.block_begin(r); n < c.layer_end_of(r); ++n)
+  for (std::int64_t n = c.layer_begin_of(r); n < c.layer_end_of(r); ++n)
     out.push_back(full.step(n).ptr());
   if (r == c.ranks - 1 && c.net.close) out.push_back(full.close().ptr());
   return out;

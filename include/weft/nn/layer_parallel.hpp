@@ -3,12 +3,15 @@
 // an MPI communicator and run with MGRIT, forward and backward, inside LibTorch autograd.
 //
 //   x_0 = open(input)                      on the input rank (rank 0, the owner of point 0)
-//   x_{n+1} = x_n + h F_n(x_n), n < N      h = T/N; layer n lives on the owner of point n
+//   x_{n+1} = x_n + h F_n(x_n), n < N      h = T/N; layer n lives on the owner of point n+1
 //   output = close(x_N)                    on the output rank (P-1, the owner of point N)
 //
 // The fine points 0..N are block-distributed like the MGRIT solver's own distribution
-// (mgrit::Distribution::block_begin(N+1, P, rank)); a rank owns the layers of its points, so
-// parameter memory per rank is ∝ N/P. The forward pass is an MGRIT solve of the chain above
+// (mgrit::Distribution::block_begin(N+1, P, rank)); a rank owns the layers of the steps into
+// its points, so every rank computes as many fine steps as it has layers and parameter memory
+// per rank is ∝ N/P. The adjoint solve moves each block boundary one point left, so that its
+// step into n runs where layer n lives (each rank receives x at its first point's predecessor
+// once per forward for that). The forward pass is an MGRIT solve of the chain above
 // (steps on coarse level l apply the fine layer of the C-point with step h·cf^l, so a rank also
 // keeps parameter copies of the few remote layers its steps start from: ghost layers, refreshed
 // every forward). The backward pass is an MGRIT solve of the adjoint chain
@@ -194,7 +197,7 @@ class LayerParallelImpl : public torch::nn::Module {
   /// This rank's fine points [first_point, end_point) and layers [first_layer, end_layer).
   std::int64_t first_point() const;
   std::int64_t end_point() const;
-  std::int64_t first_layer() const { return first_point(); }
+  std::int64_t first_layer() const;
   std::int64_t end_layer() const;
   /// A local layer (first_layer() <= n < end_layer()).
   Layer& layer(std::int64_t n);
