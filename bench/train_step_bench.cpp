@@ -4,14 +4,16 @@
 //   - weft exact mode (1 level: sequential chains over the ranks)
 //   - weft MGRIT: 3 levels, cf 4, 2 forward / 1 backward iteration, F-relaxation on the fine
 //     level and FCF on coarse levels, skip of the first down-cycle
-// The configurations run interleaved (--rounds rounds of --batches batches each, the first
-// --warmup of each discarded), so a slow phase of the shared machine hits all of them; the
-// table shows medians and ratios to the baseline, plus step evaluations per level.
+// The configurations run interleaved batch by batch (--warmup rounds discarded, then --rounds
+// rounds of --batches batches), so a slow phase of the shared machine hits all of them; the
+// table shows medians and ratios to the baseline, step evaluations per level, and per rank
+// where the time of the weft configurations went.
 // Run at 1 and 2 ranks: bench/run_train_bench.sh.
 #include <mpi.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -23,6 +25,7 @@
 #include "weft/data/idx.hpp"
 #include "weft/models/image_resnet.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/mpi.hpp"
 
 namespace {
 
@@ -82,6 +85,9 @@ struct Config {
   std::function<Times(const torch::Tensor&, const torch::Tensor&)> step;
   std::function<std::string()> work;  // collective
   std::vector<double> forward, backward, optimizer;
+  // Where this rank's time went (weft only): forward/backward step and wait seconds.
+  std::function<std::array<double, 11>()> split;
+  std::vector<std::array<double, 11>> splits;
 };
 
 Times timed_step(const std::function<torch::Tensor()>& loss_of_forward,
@@ -113,12 +119,12 @@ std::string steps_per_level(const weft::nn::LayerParallel& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  weft::mpi::Environment mpi_env(&argc, &argv);
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   std::string dir = "/usr/share/datasets/fashion-mnist";
-  int batches = 4, warmup = 1, threads = 1, rounds = 4;
+  int batches = 3, warmup = 1, threads = 1, rounds = 8;
   for (int a = 1; a + 1 < argc; a += 2) {
     const std::string flag = argv[a];
     if (flag == "--data") dir = argv[a + 1];
@@ -144,16 +150,13 @@ int main(int argc, char** argv) {
     seq = weft::nn::SequentialNetwork(net);
     seq_opt = std::make_unique<torch::optim::SGD>(seq->parameters(), 0.01);
   }
-  configs.push_back({"plain LibTorch (rank 0)",
-                     [&](const torch::Tensor& x, const torch::Tensor& y) {
-                       if (rank != 0) return Times{};
-                       return timed_step([&] { return F::cross_entropy(seq->forward(x), y); },
-                                         *seq_opt);
-                     },
-                     [] { return std::string(); },
-                     {},
-                     {},
-                     {}});
+  configs.emplace_back();
+  configs.back().name = "plain LibTorch (rank 0)";
+  configs.back().step = [&](const torch::Tensor& x, const torch::Tensor& y) {
+    if (rank != 0) return Times{};
+    return timed_step([&] { return F::cross_entropy(seq->forward(x), y); }, *seq_opt);
+  };
+  configs.back().work = [] { return std::string(); };
 
   weft::mgrit::Options fwd, bwd;
   for (auto* o : {&fwd, &bwd}) {
@@ -175,31 +178,50 @@ int main(int argc, char** argv) {
   for (size_t m = 0; m < models.size(); ++m) {
     weft::nn::LayerParallel model = models[m];
     torch::optim::SGD* opt = optimizers[m].get();
-    configs.push_back({variants[m].first,
-                       [model, opt](const torch::Tensor& x, const torch::Tensor& y) mutable {
-                         return timed_step(
-                             [&] {
-                               auto out = model->forward(x);
-                               return model->loss(out, [&](const torch::Tensor& z) {
-                                 return F::cross_entropy(z, y);
-                               });
-                             },
-                             *opt);
-                       },
-                       [model] { return steps_per_level(model); },
-                       {},
-                       {},
-                       {}});
+    configs.emplace_back();
+    configs.back().name = variants[m].first;
+    configs.back().step = [model, opt](const torch::Tensor& x, const torch::Tensor& y) mutable {
+      return timed_step(
+          [&] {
+            auto out = model->forward(x);
+            return model->loss(out, [&](const torch::Tensor& z) { return F::cross_entropy(z, y); });
+          },
+          *opt);
+    };
+    configs.back().work = [model] { return steps_per_level(model); };
+    configs.back().split = [model]() -> std::array<double, 11> {
+      const auto& s = model->statistics();
+      auto part = [](const weft::nn::SolveReport& r, size_t k) {
+        const auto& st = r.statistics;
+        const double v[4] = {st.step_seconds, st.comm_seconds, st.other_seconds(),
+                             r.seconds - st.solve_seconds};
+        return v[k];
+      };
+      return {part(s.forward, 0),
+              part(s.forward, 1),
+              part(s.forward, 2),
+              part(s.forward, 3),
+              part(s.backward, 0),
+              part(s.backward, 1),
+              part(s.backward, 2),
+              part(s.backward, 3),
+              static_cast<double>(s.graphs_recorded),
+              static_cast<double>(s.graphs_reused),
+              static_cast<double>(s.graphs_built)};
+    };
   }
 
-  for (int round = 0; round < rounds; ++round)
-    for (auto& c : configs)
-      for (int i = 0; i < batches; ++i) {
+  // Batch by batch, every configuration in turn: a slow phase of the machine (they last
+  // seconds) then hits all configurations alike.
+  for (int round = 0; round < warmup + rounds; ++round)
+    for (int i = 0; i < batches; ++i)
+      for (auto& c : configs) {
         const Times t =
             c.step(data.images[static_cast<size_t>(i)], data.labels[static_cast<size_t>(i)]);
         double local[3] = {t.forward, t.backward, t.optimizer}, slowest[3];
         polite_max(local, slowest);
-        if (i < warmup) continue;
+        if (round < warmup) continue;
+        if (c.split) c.splits.push_back(c.split());
         c.forward.push_back(slowest[0]);
         c.backward.push_back(slowest[1]);
         c.optimizer.push_back(slowest[2]);
@@ -208,9 +230,10 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf(
         "# training batch: copy-open 8 channels, 32 steps, batch 50, Fashion-MNIST; %d "
-        "rank(s), %d torch thread(s) per rank; medians of %d interleaved rounds x %d "
+        "rank(s), %d torch thread(s) per rank; medians of %d rounds x %d batches, "
+        "configurations interleaved batch by batch "
         "batches [ms]\n",
-        ranks, threads, rounds, batches - warmup);
+        ranks, threads, rounds, batches);
     std::printf("  %-34s %9s %9s %9s %9s %8s\n", "", "forward", "backward", "optim", "total",
                 "ratio");
   }
@@ -224,12 +247,38 @@ int main(int argc, char** argv) {
                 1e3 * t.backward, 1e3 * t.optimizer, 1e3 * t.total(), t.total() / baseline);
     if (!work.empty()) std::printf("  %-34s step evaluations per level: %s\n", "", work.c_str());
   }
+  // Per rank: time in steps (layer evaluations and vector operations) and the rest (waiting for
+  // neighbours, collectives, bookkeeping) of the weft configurations.
+  for (auto& c : configs) {
+    if (!c.split) continue;
+    std::array<double, 11> mine{};
+    for (size_t k = 0; k < 11; ++k) {
+      std::vector<double> v;
+      for (const auto& s : c.splits) v.push_back(s[k]);
+      mine[k] = 1e3 * median(v);
+    }
+    std::vector<double> all(static_cast<size_t>(11 * ranks));
+    MPI_Gather(mine.data(), 11, MPI_DOUBLE, all.data(), 11, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank != 0) continue;
+    std::printf("  %s, per rank [ms]: steps / waiting / bookkeeping / outside the solve\n",
+                c.name.c_str());
+    for (int r = 0; r < ranks; ++r) {
+      const double* a = &all[static_cast<size_t>(11 * r)];
+      std::printf(
+          "    rank %d: forward %6.1f / %5.1f / %5.1f / %5.1f, backward %6.1f / %5.1f / %5.1f / "
+          "%5.1f\n",
+          r, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+      std::printf(
+          "            layer graphs: %.0f recorded in the forward, %.0f reused, %.0f built in the "
+          "backward\n",
+          a[8], a[9], a[10]);
+    }
+  }
   if (rank == 0)
     std::printf(
         "  goals as ratios to plain LibTorch (TorchBraid on this kind of machine: 1041 ms"
         " at 1 rank, 577 ms at 2 ranks, plain PyTorch 405 ms): exact mode <= 1.03 at 1"
         " rank; MGRIT <= 2/3 of TorchBraid = %.3f at 1 rank, %.3f at 2 ranks\n",
         2.0 / 3.0 * 1041.0 / 405.0, 2.0 / 3.0 * 577.0 / 405.0);
-  MPI_Finalize();
   return 0;
 }
