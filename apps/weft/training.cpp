@@ -10,11 +10,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -274,11 +276,24 @@ EvalOutcome evaluate(Model& model, const Dataset& test, std::int64_t batch, MPI_
 // ---------------------------------------------------------------------------------------------
 // Reporting
 
+// A rank started by Open MPI's mpirun writes into a pseudo-terminal even when mpirun's own
+// output goes to a file or a pipe; then mpirun's (the parent's) standard output decides.
+bool output_is_terminal() {
+  if (isatty(STDOUT_FILENO) == 0) return false;
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE")) return true;
+  char target[256] = {};
+  const std::string link = "/proc/" + std::to_string(getppid()) + "/fd/1";
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0) return true;  // cannot tell: keep the terminal's bar
+  const std::string path(target, static_cast<size_t>(n));
+  return path.rfind("/dev/pts/", 0) == 0 || path.rfind("/dev/tty", 0) == 0;
+}
+
 class Progress {
  public:
   Progress(bool enabled, int epoch, std::int64_t total)
       : enabled_(enabled),
-        tty_(isatty(STDOUT_FILENO) != 0),
+        tty_(output_is_terminal()),
         epoch_(epoch),
         total_(total),
         start_(now()) {}
