@@ -79,15 +79,20 @@ void polite_max(const double* local, double* global) {
   }
 }
 
+// Where one rank's batch time went (weft configurations): forward and backward each as steps /
+// waiting / solver bookkeeping / outside the solver [s], then the layer graphs recorded in the
+// forward, reused and built in the backward.
+constexpr size_t kSplit = 11;
+using RankSplit = std::array<double, kSplit>;
+
 // One configuration: a training step and a description of its MGRIT work.
 struct Config {
   std::string name;
   std::function<Times(const torch::Tensor&, const torch::Tensor&)> step;
   std::function<std::string()> work;  // collective
   std::vector<double> forward, backward, optimizer;
-  // Where this rank's time went (weft only): forward/backward step and wait seconds.
-  std::function<std::array<double, 11>()> split;
-  std::vector<std::array<double, 11>> splits;
+  std::function<RankSplit()> split;  // weft configurations only
+  std::vector<RankSplit> splits;
 };
 
 Times timed_step(const std::function<torch::Tensor()>& loss_of_forward,
@@ -189,7 +194,7 @@ int main(int argc, char** argv) {
           *opt);
     };
     configs.back().work = [model] { return steps_per_level(model); };
-    configs.back().split = [model]() -> std::array<double, 11> {
+    configs.back().split = [model]() -> RankSplit {
       const auto& s = model->statistics();
       auto part = [](const weft::nn::SolveReport& r, size_t k) {
         const auto& st = r.statistics;
@@ -251,19 +256,19 @@ int main(int argc, char** argv) {
   // neighbours, collectives, bookkeeping) of the weft configurations.
   for (auto& c : configs) {
     if (!c.split) continue;
-    std::array<double, 11> mine{};
-    for (size_t k = 0; k < 11; ++k) {
+    RankSplit mine{};
+    for (size_t k = 0; k < kSplit; ++k) {
       std::vector<double> v;
       for (const auto& s : c.splits) v.push_back(s[k]);
       mine[k] = 1e3 * median(v);
     }
-    std::vector<double> all(static_cast<size_t>(11 * ranks));
-    MPI_Gather(mine.data(), 11, MPI_DOUBLE, all.data(), 11, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    std::vector<double> all(kSplit * static_cast<size_t>(ranks));
+    MPI_Gather(mine.data(), kSplit, MPI_DOUBLE, all.data(), kSplit, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank != 0) continue;
     std::printf("  %s, per rank [ms]: steps / waiting / bookkeeping / outside the solve\n",
                 c.name.c_str());
     for (int r = 0; r < ranks; ++r) {
-      const double* a = &all[static_cast<size_t>(11 * r)];
+      const double* a = &all[kSplit * static_cast<size_t>(r)];
       std::printf(
           "    rank %d: forward %6.1f / %5.1f / %5.1f / %5.1f, backward %6.1f / %5.1f / %5.1f / "
           "%5.1f\n",

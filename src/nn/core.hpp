@@ -135,6 +135,7 @@ class Core {
   torch::Tensor x0, lambda_N;
   torch::Tensor shared_zero;
   torch::Tensor boundary;  ///< x_{lo-1} (ranks > 0, after a forward that needs backward)
+  std::vector<char> boundary_in, boundary_out;  ///< message buffers, kept between batches
   mutable torch::Tensor staging;
   ForwardApp fapp;
   AdjointApp aapp;

@@ -299,10 +299,11 @@ void Core::exchange_boundary() {
   std::int64_t elements = 1;
   for (std::int64_t d : shape) elements *= d;
   const auto bytes = static_cast<std::size_t>(elements) * c10::elementSize(dtype);
-  std::vector<char> incoming(rank > 0 ? bytes : 0), outgoing(rank < ranks - 1 ? bytes : 0);
+  boundary_in.resize(rank > 0 ? bytes : 0);
+  boundary_out.resize(rank < ranks - 1 ? bytes : 0);
   MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   if (rank > 0)
-    mpi::check(MPI_Irecv(incoming.data(), static_cast<int>(bytes), MPI_BYTE, rank - 1, kTag,
+    mpi::check(MPI_Irecv(boundary_in.data(), static_cast<int>(bytes), MPI_BYTE, rank - 1, kTag,
                          comm.get(), &requests[0]),
                "MPI_Irecv (boundary state)");
   if (rank < ranks - 1) {
@@ -310,13 +311,13 @@ void Core::exchange_boundary() {
     if (!last)
       throw MpiError("layer-parallel forward (" + mpi::where(comm.get()) + "): state " +
                      std::to_string(hi - 1) + " is not stored");
-    fapp.pack(*last, outgoing.data());
-    mpi::check(MPI_Isend(outgoing.data(), static_cast<int>(bytes), MPI_BYTE, rank + 1, kTag,
+    fapp.pack(*last, boundary_out.data());
+    mpi::check(MPI_Isend(boundary_out.data(), static_cast<int>(bytes), MPI_BYTE, rank + 1, kTag,
                          comm.get(), &requests[1]),
                "MPI_Isend (boundary state)");
   }
   mpi::check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall (boundary state)");
-  if (rank > 0) fapp.unpack(incoming.data(), boundary);
+  if (rank > 0) fapp.unpack(boundary_in.data(), boundary);
   stats.exchange_seconds += now() - t;
 }
 
