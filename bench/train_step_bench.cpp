@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < kSplit; ++k) {
       std::vector<double> v;
       for (const auto& s : c.splits) v.push_back(s[k]);
-      mine[k] = 1e3 * median(v);
+      mine[k] = (k < 8 ? 1e3 : 1.0) * median(v);  // seconds to ms; graph counts as they are
     }
     std::vector<double> all(kSplit * static_cast<size_t>(ranks));
     MPI_Gather(mine.data(), kSplit, MPI_DOUBLE, all.data(), kSplit, MPI_DOUBLE, 0, MPI_COMM_WORLD);
