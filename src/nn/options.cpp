@@ -65,6 +65,9 @@ void LayerParallelOptions::validate() const {
       throw InvalidOption(std::string("layer-parallel ") + which + " solve: " + e.what());
     }
   };
+  if (bucket_bytes_ < 1)
+    throw InvalidOption("layer-parallel options: bucket_bytes = " + std::to_string(bucket_bytes_) +
+                        "; need at least 1");
   check(forward_solver_options(), "forward");
   check(backward_solver_options(), "backward");
 }
@@ -94,7 +97,7 @@ std::string to_string(const LayerParallelOptions& options) {
   return "forward:  " + describe(options.forward_solver_options()) +
          "\nbackward: " + describe(options.backward_solver_options()) + "\ncache graphs " +
          (options.cache_graphs() ? "yes" : "no") + ", check input " +
-         (options.check_input() ? "yes" : "no");
+         (options.check_input() ? "yes" : "no") + ", seed " + std::to_string(options.seed());
 }
 
 }  // namespace weft::nn

@@ -311,7 +311,7 @@ auto Solver<App>::state(index_t index) const -> const State* {
 
 template <class App>
 void Solver<App>::post_recv(Level& L, int l) {
-  const std::size_t bytes = Ops::buffer_size(app_, L.proto);
+  const std::size_t bytes = Ops::buffer_size(app_, L.recv_state);
   L.recv_buf.resize(bytes);
   mpi::check(MPI_Irecv(L.recv_buf.data(), static_cast<int>(bytes), MPI_BYTE, L.left, 100 + l,
                        comm_.get(), &L.recv_req),
@@ -726,9 +726,26 @@ void Solver<App>::initialize() {
     Ops::coarsen(app_, levels_[static_cast<size_t>(l - 1)].proto, L.proto, l - 1);
     L.g_active = false;
   }
-  // Received states are unpacked into a state of the receiving level, so unpack() can take the
-  // shape from it.
-  for (Level& L : levels_) Ops::copy(app_, L.proto, L.recv_state);
+  // Received states are unpacked into a state like the one the left neighbour sends (its last
+  // point, the predecessor of this rank's first point on the level), so unpack() can take the
+  // shape from it: states may differ in shape from point to point (a network's stages).
+  for (int l = 0; l <= coarsest(); ++l) {
+    Level& L = levels_[static_cast<size_t>(l)];
+    if (L.empty() || L.lo == 0) {
+      Ops::copy(app_, L.proto, L.recv_state);
+      continue;
+    }
+    const index_t before = L.grid->fine[static_cast<size_t>(L.lo - 1)];
+    State like = app_.init(times[static_cast<size_t>(before)]);
+    if constexpr (Ops::spatial) {
+      for (int m = 0; m < l; ++m) {
+        State coarse = like;
+        app_.coarsen(like, coarse, m);
+        std::swap(like, coarse);
+      }
+    }
+    Ops::copy(app_, like, L.recv_state);
+  }
   for (Level& L : levels_) L.steps = 0;
   comm_time_ = sweep_time_ = residual_acc_ = 0;
 }

@@ -47,8 +47,9 @@
 //   adjoint solve runs.
 // - `input` is read on the input rank only (others may pass any tensor, even undefined). The
 //   state shape (of x_0) is broadcast from the input rank every batch; batch sizes may change.
-// - Step layers must map a tensor of the state shape to the same shape, be deterministic
-//   (the adjoint re-evaluates them at the stored x_n), and not share parameters.
+// - Step layers must map a tensor of their stage's state shape to the same shape (transitions
+//   may change it; each stage's shape is found by applying the transitions to zeros), be
+//   deterministic (the adjoint re-evaluates them at the stored x_n), and not share parameters.
 // - The factories must be callable on any rank for any index and return modules of the same
 //   structure for the same index every time: they build local layers, ghost copies (whose
 //   parameters are overwritten) and the gathered sequential network.
@@ -60,8 +61,16 @@
 // - Errors that one rank detects are shared first, so every rank throws the same kind
 //   (InvalidOption, BadData, Divergence) and none hangs.
 // - The module must outlive the backward of its last forward.
-// - Layers that change state or draw random numbers per evaluation (batch norm in training
-//   mode, dropout) are evaluated several times per batch by MGRIT; this is not handled yet.
+// - Batch norm (torch::nn::BatchNorm2d as you write it) may sit in steps and transitions: every
+//   evaluation normalizes with the statistics of the batch it is applied to, and the running
+//   statistics change exactly once per batch, at the forward solve's final fine sweep (whose
+//   states the gradients use); every other evaluation (coarse levels, ghost copies, iterations,
+//   adjoint re-evaluations) leaves the module's buffers as they were. With buffers present the
+//   forward's final sweep is F then C, so every layer is evaluated once at its final input.
+// - Dropout (any layer drawing random numbers): in training mode every evaluation of chain
+//   layer n within one batch draws from a generator seeded by layer_stream_seed(seed, batch, n)
+//   (seed: LayerParallelOptions::seed), so one batch uses one mask per layer on every level,
+//   rank count and copy; the caller's generator state is restored afterwards.
 // - backward() may run MPI on an autograd thread for device tensors: initialise MPI with at
 //   least MPI_THREAD_SERIALIZED there. On CPU it runs on the calling thread.
 #include <mpi.h>
@@ -113,29 +122,64 @@ class Layer {
   std::function<torch::Tensor(const torch::Tensor&)> forward_;
 };
 
-/// F_n for layer n (0 <= n < N).
+/// F_n (or G_n for a transition) for layer n, numbered along the whole chain (0 <= n < N).
 using StepFactory = std::function<Layer(std::int64_t layer)>;
 /// The open or close layer.
 using LayerFactory = std::function<Layer()>;
 
-/// The network: N, T and how to build its layers.
-struct Network {
-  std::int64_t steps = 0;  ///< N step layers (N >= number of ranks)
-  double t_final = 1.0;    ///< T; the step size is h = T/N
-  StepFactory step;        ///< required
-  LayerFactory open;       ///< optional; built on the input rank (and a gather root)
-  LayerFactory close;      ///< optional; built on the output rank (and a gather root)
+/// A run of residual steps of one state shape, and the transition to the next stage.
+struct Stage {
+  std::int64_t steps = 0;  ///< N_s >= 1 residual steps x <- x + h_s F_n(x)
+  double t_final = 1.0;    ///< T_s; h_s = T_s / N_s
+  StepFactory step;        ///< F_n for the stage's steps (n: chain index)
+  /// G_n after this stage (required for every stage but the last; none after the last):
+  /// x <- G(x), free to change the state's shape (a stride-2 convolution, pooling).
+  StepFactory transition;
 };
 
-/// The whole network on one rank: open, then x <- x + h F_n(x) for n = 0..N-1, then close.
-/// Parameter names: "open.*", "step_<n>.*", "close.*".
+/// The network: its stages and how to build its layers. One stage: set steps, t_final and step
+/// (as before stages existed); several: fill `stages` and leave `steps` 0.
+///
+/// The chain: stage 0's steps, transition 0, stage 1's steps, ..., stage S-1's steps; layer n
+/// maps point n to point n+1, N = sum N_s + S - 1 layers. Parameter names follow the chain:
+/// "step_<n>.*" for residual steps, "transition_<n>.*" for transitions.
+struct Network {
+  std::int64_t steps = 0;     ///< N step layers of a one-stage network (N >= number of ranks)
+  double t_final = 1.0;       ///< T; the step size is h = T/N
+  StepFactory step;           ///< required for a one-stage network
+  std::vector<Stage> stages;  ///< a multi-stage network (then steps = 0, step empty)
+  LayerFactory open;          ///< optional; built on the input rank (and a gather root)
+  LayerFactory close;         ///< optional; built on the output rank (and a gather root)
+
+  /// The stages, whichever way the network was described (one stage from steps/t_final/step).
+  /// Throws InvalidOption naming the problem when the description is inconsistent.
+  std::vector<Stage> resolved_stages() const;
+  /// N: layers along the chain, transitions included.
+  std::int64_t layers() const;
+};
+
+/// Random streams of layers that draw random numbers (dropout): within one batch every
+/// evaluation of chain layer n draws from a generator seeded by (seed, batch, n) and the
+/// caller's generator state is restored afterwards. Used by LayerParallel and
+/// SequentialNetwork alike, so both apply the same masks.
+std::uint64_t layer_stream_seed(std::uint64_t seed, std::int64_t batch, std::int64_t layer);
+
+/// The whole network on one rank: open, then the chain (x <- x + h_s F_n(x) for residual
+/// steps, x <- G_n(x) for transitions), then close. Parameter names: "open.*", "step_<n>.*",
+/// "transition_<n>.*", "close.*". In training mode, chain layers draw random numbers from
+/// their streams (layer_stream_seed) with the batch index counted like LayerParallel's.
 class SequentialNetworkImpl : public torch::nn::Module {
  public:
-  SequentialNetworkImpl(const Network& network);
+  SequentialNetworkImpl(const Network& network, std::uint64_t seed = 0);
   torch::Tensor forward(torch::Tensor x);
 
+  /// Chain layers N (transitions included).
   std::int64_t steps() const { return static_cast<std::int64_t>(steps_.size()); }
-  double step_size() const { return h_; }
+  /// h of the first stage.
+  double step_size() const { return h_.empty() ? 0.0 : h_.front(); }
+  /// h of layer n (0 for a transition).
+  double step_size(std::int64_t n) const { return h_.at(static_cast<size_t>(n)); }
+  bool is_transition(std::int64_t n) const { return h_.at(static_cast<size_t>(n)) == 0.0; }
   Layer& step(std::int64_t n) { return steps_.at(static_cast<size_t>(n)); }
   const Layer& step(std::int64_t n) const { return steps_.at(static_cast<size_t>(n)); }
   /// Empty when the Network has none.
@@ -143,11 +187,16 @@ class SequentialNetworkImpl : public torch::nn::Module {
   const Layer& open() const { return open_; }
   Layer& close() { return close_; }
   const Layer& close() const { return close_; }
+  /// The batch index of the next training-mode forward (0 at construction).
+  std::int64_t batch_index() const { return batch_; }
+  void set_batch_index(std::int64_t batch) { batch_ = batch; }
 
  private:
-  double h_;
+  std::vector<double> h_;
   Layer open_, close_;
   std::vector<Layer> steps_;
+  std::uint64_t seed_ = 0;
+  std::int64_t batch_ = 0;
 };
 TORCH_MODULE(SequentialNetwork);
 
@@ -157,6 +206,14 @@ class LayerParallelImpl : public torch::nn::Module {
   /// when N < P, N < 1, T is not finite and positive, the step factory is missing, or the
   /// options are invalid.
   LayerParallelImpl(MPI_Comm comm, Network network, LayerParallelOptions options = {});
+  /// Data x layer parallelism: `layer_comm` holds this replica's ranks (the layers are spread
+  /// over them), `data_comm` the ranks of the other replicas with the same layer rank (see
+  /// split_replicas). Each replica runs its own share of the batch; after backward the
+  /// parameter gradients are averaged over `data_comm` (bucketed all-reduces started during
+  /// the adjoint solve; the open and close layers' at the end of backward). Batch-norm
+  /// statistics stay per replica, as in PyTorch's DistributedDataParallel.
+  LayerParallelImpl(MPI_Comm layer_comm, MPI_Comm data_comm, Network network,
+                    LayerParallelOptions options = {});
   ~LayerParallelImpl() override;
 
   /// Collective. Runs the open layer (input rank), the forward MGRIT solve, and the close layer
@@ -190,6 +247,17 @@ class LayerParallelImpl : public torch::nn::Module {
   MPI_Comm comm() const;
   int rank() const;
   int ranks() const;
+  /// The replicas' communicator (MPI_COMM_NULL without data parallelism), its size and this
+  /// replica's index in it.
+  MPI_Comm data_comm() const;
+  int data_ranks() const;
+  int replica() const;
+  /// The batch index of the next training-mode forward (random streams, see
+  /// layer_stream_seed); 0 at construction; set it when resuming.
+  std::int64_t batch_index() const;
+  void set_batch_index(std::int64_t batch);
+  /// Chain layer n is a transition between stages.
+  bool is_transition(std::int64_t n) const;
   std::int64_t steps() const;
   double step_size() const;
   bool owns_input() const { return rank() == 0; }
@@ -216,5 +284,26 @@ class LayerParallelImpl : public torch::nn::Module {
   std::unique_ptr<detail::Core> core_;
 };
 TORCH_MODULE(LayerParallel);
+
+/// The communicators of data x layer parallelism: `world`'s P ranks as `data_ranks` replicas of
+/// P / data_ranks consecutive ranks each (replica k holds world ranks k P/D .. (k+1) P/D - 1).
+class ReplicaGroups {
+ public:
+  /// Collective over `world`. Throws InvalidOption on every rank when data_ranks < 1 or does
+  /// not divide P.
+  ReplicaGroups(MPI_Comm world, int data_ranks);
+  ~ReplicaGroups();
+  ReplicaGroups(const ReplicaGroups&) = delete;
+  ReplicaGroups& operator=(const ReplicaGroups&) = delete;
+
+  MPI_Comm layer_comm() const { return layers_; }  ///< this replica's ranks
+  MPI_Comm data_comm() const { return data_; }     ///< the same layer rank in every replica
+  int replica() const { return replica_; }
+  int replicas() const { return replicas_; }
+
+ private:
+  MPI_Comm layers_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL;
+  int replica_ = 0, replicas_ = 1;
+};
 
 }  // namespace weft::nn

@@ -63,10 +63,24 @@ class LayerParallelOptions {
     return *this;
   }
 
+  /// Seed of the layers' random streams (dropout): see weft::nn::layer_stream_seed.
+  LayerParallelOptions& seed(std::uint64_t value) {
+    seed_ = value;
+    return *this;
+  }
+  /// Gradients of data-parallel replicas are averaged in buckets of about this many bytes,
+  /// each all-reduced as soon as the adjoint's final sweep has finished its layers.
+  LayerParallelOptions& bucket_bytes(std::int64_t bytes) {
+    bucket_bytes_ = bytes;
+    return *this;
+  }
+
   const mgrit::Options& forward() const { return forward_; }
   const mgrit::Options& backward() const { return backward_; }
   bool cache_graphs() const { return cache_graphs_; }
   bool check_input() const { return check_input_; }
+  std::uint64_t seed() const { return seed_; }
+  std::int64_t bucket_bytes() const { return bucket_bytes_; }
 
   /// What the forward / adjoint solver actually runs with (the user's options plus the
   /// overrides listed above).
@@ -81,6 +95,8 @@ class LayerParallelOptions {
   mgrit::Options backward_;
   bool cache_graphs_ = true;
   bool check_input_ = true;
+  std::uint64_t seed_ = 0;
+  std::int64_t bucket_bytes_ = 1 << 20;
 };
 
 /// One line per direction: levels, cfactors, relaxation, iterations, tolerances, ...
@@ -104,6 +120,15 @@ struct BatchStatistics {
   std::int64_t graphs_recorded = 0;  ///< layer graphs recorded by the forward final sweep
   std::int64_t graphs_reused = 0;    ///< adjoint steps that reused a cached graph
   std::int64_t graphs_built = 0;     ///< adjoint steps that evaluated F_n with autograd
+  double reduce_seconds = 0;         ///< waiting for the replicas' gradient all-reduces
+  std::int64_t reduce_buckets = 0;   ///< all-reduce calls for the step layers' gradients
+  /// Memory on this rank: parameters and buffers of local layers (and of the ghost copies),
+  /// stored states of both solves, and the cached layer graphs' saved activations (estimated
+  /// as the bytes of their outputs).
+  std::int64_t parameter_bytes = 0;
+  std::int64_t ghost_bytes_held = 0;
+  std::int64_t state_bytes = 0;
+  std::int64_t graph_bytes = 0;
 };
 
 }  // namespace weft::nn

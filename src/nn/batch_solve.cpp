@@ -1,0 +1,421 @@
+// One batch through the chain: the forward and adjoint MGRIT solves over tensor states.
+#include "batch_solve.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "tags.hpp"
+#include "weft/util/collective.hpp"
+#include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace weft::nn::detail {
+
+using torch::Tensor;
+
+namespace {
+std::string shape_text(torch::IntArrayRef shape) {
+  return c10::str(shape);
+}
+
+/// LibTorch errors without their C++ backtrace.
+std::string message_of(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  return c10_error ? c10_error->what_without_backtrace() : e.what();
+}
+
+std::int64_t point_of(double t) {
+  return static_cast<std::int64_t>(std::llround(t));
+}
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Tensor states
+
+void TensorOps::sum(double a, const Tensor& x, double b, Tensor& y) const {
+  torch::NoGradGuard no_grad;
+  if (y.defined() && solve->is_shared_zero(y)) y = Tensor();  // then y = a x is right
+  if (!y.defined() || b == 0.0) {
+    y = a == 1.0 ? x.clone() : x * a;
+    return;
+  }
+  if (b != 1.0) y.mul_(b);
+  y.add_(x, a);
+}
+
+double TensorOps::norm(const Tensor& u) const {
+  torch::NoGradGuard no_grad;
+  return u.norm().item<double>();
+}
+
+void TensorOps::copy(const Tensor& src, Tensor& dst) const {
+  torch::NoGradGuard no_grad;
+  if (dst.defined() && solve->is_shared_zero(dst)) dst = Tensor();
+  if (dst.defined() && dst.sizes() == src.sizes() && dst.dtype() == src.dtype() &&
+      dst.device() == src.device())
+    dst.copy_(src);
+  else
+    dst = src.clone();
+}
+
+std::size_t TensorOps::buffer_size(const Tensor& like) const {
+  return static_cast<std::size_t>(like.numel()) * like.element_size();
+}
+
+void TensorOps::pack(const Tensor& u, void* buffer) const {
+  torch::NoGradGuard no_grad;
+  const std::size_t bytes = buffer_size(u);
+  if (u.is_cpu()) {
+    const Tensor c = u.contiguous();
+    if (bytes) std::memcpy(buffer, c.data_ptr(), bytes);
+    return;
+  }
+  // Device tensors go through pinned host memory.
+  Tensor& staging = solve->staging_;
+  if (!staging.defined() || staging.sizes() != u.sizes() || staging.dtype() != u.dtype())
+    staging = torch::empty(u.sizes(), torch::TensorOptions().dtype(u.dtype()).pinned_memory(true));
+  staging.copy_(u);
+  if (bytes) std::memcpy(buffer, staging.data_ptr(), bytes);
+}
+
+void TensorOps::unpack(const void* buffer, Tensor& u) const {
+  torch::NoGradGuard no_grad;
+  const std::vector<std::int64_t> shape = u.sizes().vec();
+  const Tensor blob =
+      torch::from_blob(const_cast<void*>(buffer), shape, torch::TensorOptions().dtype(u.dtype()));
+  if (solve->is_shared_zero(u))
+    u = blob.to(solve->shapes_.options(), /*non_blocking=*/false, /*copy=*/true);
+  else
+    u.copy_(blob);
+}
+
+// ------------------------------------------------------------------------------------------
+// The Apps
+
+Tensor ForwardApp::init(double t) const {
+  const std::int64_t p = point_of(t);
+  if (p == 0 && solve->x0_.defined()) return solve->x0_.clone();
+  return solve->zero_of_point(p);
+}
+
+void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
+                      const mgrit::StepInfo& info) const {
+  BatchSolve& s = *solve;
+  const std::int64_t a = info.from, b = info.to;
+  // The forward's final fine sweep on the owner: the evaluation whose state backprop uses (it
+  // may update batch-norm statistics, and its graph is kept for the adjoint).
+  const bool final_fine = info.done && info.level == 0 && b == a + 1 && s.bank_.is_local(a);
+  if (final_fine && s.record_graphs_) {
+    Graph g = s.evaluator_.record(a, in, true);
+    torch::NoGradGuard no_grad;
+    out = s.evaluator_.step_from(a, in, g.y.detach());
+    s.graphs_[static_cast<size_t>(a - s.bank_.begin())] = std::move(g);
+  } else {
+    out = s.evaluator_.step(a, b, in, final_fine);
+  }
+  if (out.sizes() != torch::IntArrayRef(s.shape_of_point(b)))
+    throw BadData("layer-parallel forward (" + mpi::where(s.comm_) + "): " +
+                  (b == a + 1
+                       ? s.chain_.layer_label(a)
+                       : "the step from point " + std::to_string(a) + " to " + std::to_string(b)) +
+                  " maps a state of shape " + shape_text(in.sizes()) + " to shape " +
+                  shape_text(out.sizes()) + "; expected " + shape_text(s.shape_of_point(b)) +
+                  " (step layers must preserve their stage's state shape)");
+}
+
+Tensor AdjointApp::init(double t) const {
+  const std::int64_t p = point_of(t);
+  if (p == solve->chain_.layers() && solve->lambda_N_.defined()) return solve->lambda_N_.clone();
+  return solve->zero_of_point(p);
+}
+
+void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
+                      const mgrit::StepInfo& info) const {
+  BatchSolve& s = *solve;
+  const std::int64_t b = info.from, a = info.to;
+  if (!s.bank_.is_local(a))
+    throw MpiError("layer-parallel backward (" + mpi::where(s.comm_) + "): adjoint step into " +
+                   std::to_string(a) + " outside the local layers [" +
+                   std::to_string(s.bank_.begin()) + ", " + std::to_string(s.bank_.end()) + ")");
+  const Tensor* x = s.forward_state(a);
+  if (!x || !x->defined())
+    throw MpiError("layer-parallel backward (" + mpi::where(s.comm_) + "): forward state " +
+                   std::to_string(a) + " is not stored");
+  const auto k = static_cast<size_t>(a - s.bank_.begin());
+  const bool fine = b == a + 1;
+  const bool final_fine = info.done && info.level == 0 && fine;
+  const bool cache = s.options_.cache_graphs() && fine;
+  Graph scratch;
+  Graph& g = cache ? s.graphs_[k] : scratch;
+  if (g.defined()) ++s.stats_.graphs_reused;
+  bool built = false;
+  std::vector<Tensor> param_grads;
+  out = s.evaluator_.vjp(a, b, *x, in, g, /*retain_graph=*/cache && !final_fine,
+                         final_fine ? &s.bank_.layer_params()[k] : nullptr,
+                         final_fine ? &param_grads : nullptr, &built);
+  if (built && fine) ++s.stats_.graphs_built;
+  if (final_fine || !cache) g = Graph();  // the final sweep is each graph's last use
+  if (final_fine) {
+    auto& acc = s.grad_acc_[k];
+    acc.resize(param_grads.size());
+    torch::NoGradGuard no_grad;
+    for (size_t p = 0; p < param_grads.size(); ++p)
+      if (param_grads[p].defined())
+        acc[p] = acc[p].defined() ? acc[p].add_(param_grads[p]) : param_grads[p];
+    s.sync_.layer_done(k, acc);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// BatchSolve
+
+BatchSolve::BatchSolve(MPI_Comm comm, const Chain& chain, const Placement& placement,
+                       LayerBank& bank, LayerEvaluator& evaluator, GradientSync& sync,
+                       BatchStatistics& stats)
+    : comm_(comm),
+      rank_(mpi::rank(comm)),
+      ranks_(mpi::size(comm)),
+      chain_(chain),
+      placement_(placement),
+      bank_(bank),
+      evaluator_(evaluator),
+      sync_(sync),
+      stats_(stats) {
+  fapp_.solve = this;
+  aapp_.solve = this;
+  lo_ = placement.point_begin(rank_);
+  hi_ = placement.point_begin(rank_ + 1);
+}
+
+void BatchSolve::configure(const LayerParallelOptions& options, const Placement& placement) {
+  options_ = options;
+  placement_ = placement;
+  reset();
+}
+
+void BatchSolve::reset() {
+  asolver_.reset();
+  fsolver_.reset();
+  graphs_.clear();
+  boundary_ = Tensor();
+  staging_ = Tensor();
+  input_shape_.clear();
+}
+
+bool BatchSolve::is_shared_zero(const Tensor& t) const {
+  for (const Tensor& z : zeros_)
+    if (t.is_same(z)) return true;
+  return false;
+}
+
+const Tensor& BatchSolve::zero_of_point(std::int64_t p) {
+  const auto s = static_cast<size_t>(chain_.stage_of_point(p));
+  if (!zeros_[s].defined()) zeros_[s] = torch::zeros(shapes_.shape[s], shapes_.options());
+  return zeros_[s];
+}
+
+const Tensor* BatchSolve::forward_state(std::int64_t n) const {
+  if (n == lo_ - 1) return &boundary_;
+  return fsolver_->state(n);
+}
+
+void BatchSolve::find_shapes(const std::vector<std::int64_t>& shape0, torch::Dtype dtype) {
+  shapes_.shape.assign(1, shape0);
+  shapes_.dtype = dtype;
+  shapes_.device = bank_.device();
+  mpi::agree_or_throw(comm_, [&] {
+    torch::NoGradGuard no_grad;
+    for (int s = 0; s + 1 < chain_.stages(); ++s) {
+      const std::int64_t t = chain_.transition_after(s);
+      Layer& g = bank_.probe(t);
+      const bool was_training = g.ptr()->is_training();
+      g.ptr()->train(false);
+      try {
+        const Tensor y = g.forward(torch::zeros(shapes_.shape.back(), shapes_.options()));
+        g.ptr()->train(was_training);
+        if (!y.defined() || y.dim() == 0)
+          throw BadData("layer-parallel network: transition " + std::to_string(t) +
+                        " (after stage " + std::to_string(s) + ") returned no state");
+        shapes_.shape.push_back(y.sizes().vec());
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        g.ptr()->train(was_training);
+        throw BadData("layer-parallel network: transition " + std::to_string(t) + " (after stage " +
+                      std::to_string(s) + ") fails on a state of shape " +
+                      shape_text(shapes_.shape.back()) + ": " + message_of(e));
+      }
+    }
+  });
+  zeros_.assign(shapes_.shape.size(), Tensor());
+}
+
+void BatchSolve::validate_layers() {
+  mpi::agree_or_throw(comm_, [&] {
+    torch::NoGradGuard no_grad;
+    auto check = [&](Layer& layer, const std::string& name, const std::vector<std::int64_t>& in,
+                     const std::vector<std::int64_t>* out) {
+      torch::nn::Module& m = layer.module();
+      const bool was_training = m.is_training();
+      m.train(false);
+      std::string error;
+      try {
+        const Tensor y = layer.forward(torch::zeros(in, shapes_.options()));
+        if (!y.defined())
+          error = name + " returned an undefined tensor";
+        else if (out && y.sizes() != torch::IntArrayRef(*out))
+          error = name + " maps the state shape " + shape_text(in) + " to " +
+                  shape_text(y.sizes()) + "; expected " + shape_text(*out) +
+                  " (step layers must preserve their stage's state shape)";
+      } catch (const std::exception& e) {
+        error = name + " fails on a state of shape " + shape_text(in) + " and dtype " +
+                std::string(c10::toString(shapes_.dtype)) + ": " + message_of(e);
+      }
+      m.train(was_training);
+      if (!error.empty())
+        throw BadData("layer-parallel forward (" + mpi::where(comm_) + "): " + error);
+    };
+    for (std::int64_t n = bank_.begin(); n < bank_.end(); ++n)
+      check(bank_.local(n), chain_.layer_label(n), shape_of_point(n), &shape_of_point(n + 1));
+    if (rank_ == ranks_ - 1 && !bank_.close().is_empty())
+      check(bank_.close(), "the close layer", shape_of_point(chain_.layers()), nullptr);
+  });
+}
+
+void BatchSolve::prepare(const std::vector<std::int64_t>& shape, torch::Dtype dtype) {
+  if (ready() && shape == input_shape_ && dtype == shapes_.dtype) return;
+  // New solvers: stored states (warm starts) of another shape are useless.
+  reset();
+  find_shapes(shape, dtype);
+  const auto grid =
+      mgrit::TimeGrid::uniform(0.0, static_cast<double>(chain_.layers()), chain_.layers());
+  mgrit::Options forward = options_.forward_solver_options();
+  // Batch-norm statistics change at the final sweep's evaluations: F then C evaluates every
+  // layer there once. Every rank must choose alike.
+  int buffers = bank_.any_buffers() ? 1 : 0, any = 0;
+  mpi::check(MPI_Allreduce(&buffers, &any, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce (buffers)");
+  if (any && forward.max_levels() > 1) forward.final_sweep(mgrit::FinalSweep::CF);
+  fsolver_ = std::make_unique<mgrit::Solver<ForwardApp>>(fapp_, comm_, grid, forward);
+  asolver_ = std::make_unique<mgrit::Solver<AdjointApp>>(aapp_, comm_, grid,
+                                                         placement_.backward_options());
+  try {
+    validate_layers();
+  } catch (...) {
+    reset();
+    throw;
+  }
+  input_shape_ = shape;
+}
+
+Tensor BatchSolve::forward(const Tensor& x0, bool record_graphs, bool needs_backward) {
+  graphs_.assign(static_cast<size_t>(bank_.end() - bank_.begin()), Graph());
+  record_graphs_ = record_graphs;
+  x0_ = rank_ == 0 ? x0.detach() : Tensor();
+  try {
+    stats_.forward.result = fsolver_->solve();
+  } catch (...) {
+    x0_ = Tensor();
+    throw;
+  }
+  stats_.forward.statistics = fsolver_->statistics();
+  x0_ = Tensor();
+  boundary_ = Tensor();
+  if (needs_backward) exchange_boundary();
+
+  // Keep only graphs recorded at the final states: stored here, or the left neighbour's last.
+  for (size_t k = 0; k < graphs_.size(); ++k) {
+    Graph& g = graphs_[k];
+    if (!g.defined()) continue;
+    const std::int64_t n = bank_.begin() + static_cast<std::int64_t>(k);
+    bool final_state = false;
+    if (n < lo_) {
+      final_state =
+          boundary_.defined() && g.x._version() == g.version && torch::equal(g.x, boundary_);
+    } else {
+      const Tensor* s = fsolver_->state(n);
+      final_state = s && s->data_ptr() == g.x.data_ptr() && s->_version() == g.version;
+    }
+    if (final_state) {
+      ++stats_.graphs_recorded;
+      stats_.graph_bytes += static_cast<std::int64_t>(g.y.numel() * g.y.element_size());
+    } else {
+      g = Graph();
+    }
+  }
+  std::int64_t state_bytes = 0;
+  for (std::int64_t p = lo_; p < hi_; ++p) {
+    std::int64_t elements = 1;
+    for (std::int64_t d : shape_of_point(p)) elements *= d;
+    state_bytes += elements * static_cast<std::int64_t>(c10::elementSize(shapes_.dtype));
+  }
+  stats_.state_bytes = 2 * state_bytes;  // forward states and adjoint states
+  return rank_ == ranks_ - 1 ? fsolver_->state(chain_.layers())->clone() : Tensor();
+}
+
+void BatchSolve::exchange_boundary() {
+  if (ranks_ == 1) return;
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  if (rank_ > 0) {
+    boundary_ = torch::empty(shape_of_point(lo_ - 1), shapes_.options());
+    boundary_in_.resize(fapp_.buffer_size(boundary_));
+    mpi::check(MPI_Irecv(boundary_in_.data(), static_cast<int>(boundary_in_.size()), MPI_BYTE,
+                         rank_ - 1, tags::kBoundaryState, comm_, &requests[0]),
+               "MPI_Irecv (boundary state)");
+  }
+  if (rank_ < ranks_ - 1) {
+    const Tensor* last = fsolver_->state(hi_ - 1);
+    if (!last)
+      throw MpiError("layer-parallel forward (" + mpi::where(comm_) + "): state " +
+                     std::to_string(hi_ - 1) + " is not stored");
+    boundary_out_.resize(fapp_.buffer_size(*last));
+    fapp_.pack(*last, boundary_out_.data());
+    mpi::check(MPI_Isend(boundary_out_.data(), static_cast<int>(boundary_out_.size()), MPI_BYTE,
+                         rank_ + 1, tags::kBoundaryState, comm_, &requests[1]),
+               "MPI_Isend (boundary state)");
+  }
+  mpi::check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall (boundary state)");
+  if (rank_ > 0) fapp_.unpack(boundary_in_.data(), boundary_);
+}
+
+std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
+  // The terminal value λ_N and its health, from the output rank.
+  mpi::agree_or_throw(comm_, [&] {
+    if (rank_ != ranks_ - 1) return;
+    const auto& expected = shape_of_point(chain_.layers());
+    lambda_N_ = lambda_N.defined() ? lambda_N.detach() : torch::zeros(expected, shapes_.options());
+    if (lambda_N_.sizes() != torch::IntArrayRef(expected))
+      throw BadData("layer-parallel backward: the gradient at the output has shape " +
+                    shape_text(lambda_N_.sizes()) + ", the state's is " + shape_text(expected));
+    if (!torch::isfinite(lambda_N_).all().item<bool>())
+      throw Divergence(
+          "layer-parallel backward: the loss gradient at the network output contains "
+          "NaN or Inf (batch " +
+          std::to_string(stats_.batch) + ")");
+  });
+  const auto& params = bank_.layer_params();
+  grad_acc_.assign(params.size(), {});
+  for (size_t k = 0; k < params.size(); ++k) grad_acc_[k].resize(params[k].size());
+  sync_.begin(params);
+  try {
+    stats_.backward.result = asolver_->solve();
+  } catch (...) {
+    lambda_N_ = Tensor();
+    graphs_.assign(graphs_.size(), Graph());
+    throw;
+  }
+  stats_.backward.statistics = asolver_->statistics();
+  lambda_N_ = Tensor();
+  graphs_.assign(graphs_.size(), Graph());
+  stats_.reduce_buckets = sync_.buckets();
+  stats_.reduce_seconds = sync_.finish(grad_acc_);
+
+  std::vector<Tensor> out;
+  out.push_back(rank_ == 0 ? asolver_->state(0)->clone() : Tensor());
+  for (auto& layer : grad_acc_)
+    for (auto& g : layer) out.push_back(std::move(g));
+  grad_acc_.clear();
+  return out;
+}
+
+}  // namespace weft::nn::detail

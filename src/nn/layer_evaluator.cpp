@@ -1,0 +1,146 @@
+#include "layer_evaluator.hpp"
+
+#include <ATen/core/Generator.h>
+
+#include <mutex>
+
+#include "weft/nn/layer_parallel.hpp"
+
+namespace weft::nn {
+
+std::uint64_t layer_stream_seed(std::uint64_t seed, std::int64_t batch, std::int64_t layer) {
+  // splitmix64 over the three words: nearby (batch, layer) pairs get unrelated seeds.
+  auto mix = [](std::uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(mix(seed) ^ static_cast<std::uint64_t>(batch)) ^
+             static_cast<std::uint64_t>(layer));
+}
+
+namespace detail {
+
+using torch::Tensor;
+
+// The lock is released during the evaluation: the layer's own draws take it.
+StreamGuard::StreamGuard(bool on, torch::Device device, std::uint64_t seed) {
+  if (!on) return;
+  generator_ = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(generator_.mutex());
+  saved_ = generator_.get_state();
+  generator_.set_current_seed(seed);
+  active_ = true;
+}
+
+StreamGuard::~StreamGuard() {
+  if (!active_) return;
+  std::lock_guard<std::mutex> lock(generator_.mutex());
+  generator_.set_state(saved_);
+}
+
+namespace {
+/// Restores a module's buffers after an evaluation that must not change them.
+class BufferGuard {
+ public:
+  BufferGuard(bool on, torch::nn::Module& m) {
+    if (!on) return;
+    torch::NoGradGuard no_grad;
+    for (const Tensor& b : m.buffers()) {
+      buffers_.push_back(b);
+      saved_.push_back(b.clone());
+    }
+  }
+  ~BufferGuard() {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved_[i]);
+  }
+  BufferGuard(const BufferGuard&) = delete;
+  BufferGuard& operator=(const BufferGuard&) = delete;
+
+ private:
+  std::vector<Tensor> buffers_, saved_;
+};
+}  // namespace
+
+Tensor LayerEvaluator::layer(std::int64_t n, const Tensor& x, bool updates_buffers) {
+  Layer& m = bank_.at(n);
+  const bool training = training_ && m.ptr()->is_training();
+  StreamGuard stream(training, x.device(), layer_stream_seed(seed_, batch_, n));
+  BufferGuard buffers(training && !updates_buffers && bank_.has_buffers(n), *m.ptr());
+  return m.forward(x);
+}
+
+Tensor LayerEvaluator::step_from(std::int64_t n, const Tensor& x, const Tensor& y) const {
+  if (chain_.is_transition(n)) return y;
+  return torch::add(x, y, chain_.step_size(chain_.stage_of_point(n)));  // one pass, one allocation
+}
+
+Tensor LayerEvaluator::step(std::int64_t a, std::int64_t b, const Tensor& x, bool updates_buffers) {
+  torch::NoGradGuard no_grad;
+  if (b == a + 1) return step_from(a, x, layer(a, x, updates_buffers));
+  Tensor z = x;
+  for (const Segment& s : chain_.segments(a, b))
+    z = s.transition ? layer(s.layer, z, false) : torch::add(z, layer(s.layer, z, false), s.H);
+  return z;
+}
+
+Graph LayerEvaluator::record(std::int64_t n, const Tensor& x, bool updates_buffers) {
+  torch::AutoGradMode grad_on(true);
+  Graph g;
+  g.x = x.detach().requires_grad_(true);
+  g.y = layer(n, g.x, updates_buffers);
+  g.version = x._version();
+  return g;
+}
+
+Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, const Tensor& lambda,
+                           Graph& graph, bool retain_graph, const std::vector<Tensor>* params,
+                           std::vector<Tensor>* param_grads, bool* built) {
+  const auto segments = chain_.segments(a, b);
+  if (segments.size() == 1) {
+    // One layer: λ_a = λ_b + H (∂F/∂x)ᵀ λ_b, or (∂G/∂x)ᵀ λ_b for a transition.
+    const Segment& s = segments.front();
+    if (!graph.defined()) {
+      torch::AutoGradMode grad_on(true);
+      graph.x = x_a.detach().requires_grad_(true);
+      graph.y = layer(a, graph.x, false);
+      if (built) *built = true;
+    }
+    Tensor gx;
+    if (graph.y.requires_grad()) {
+      std::vector<Tensor> inputs{graph.x};
+      if (params) inputs.insert(inputs.end(), params->begin(), params->end());
+      const auto grads = torch::autograd::grad({graph.y}, inputs, {lambda}, retain_graph,
+                                               /*create_graph=*/false, /*allow_unused=*/true);
+      gx = grads[0];
+      if (params && param_grads) {
+        torch::NoGradGuard no_grad;
+        param_grads->resize(params->size());
+        for (size_t p = 0; p < params->size(); ++p) {
+          const Tensor& gp = grads[p + 1];
+          (*param_grads)[p] = !gp.defined() ? Tensor() : s.transition ? gp : gp * s.H;
+        }
+      }
+    }
+    torch::NoGradGuard no_grad;
+    if (s.transition) return gx.defined() ? gx : torch::zeros_like(x_a);
+    return gx.defined() ? torch::add(lambda, gx, s.H) : lambda.clone();
+  }
+  // A coarse step across a transition: the adjoint of the composition, through autograd.
+  torch::AutoGradMode grad_on(true);
+  const Tensor leaf = x_a.detach().requires_grad_(true);
+  Tensor z = leaf;
+  for (const Segment& s : segments)
+    z = s.transition ? layer(s.layer, z, false) : torch::add(z, layer(s.layer, z, false), s.H);
+  if (built) *built = true;
+  if (!z.requires_grad()) return torch::zeros_like(x_a);
+  const auto grads = torch::autograd::grad({z}, {leaf}, {lambda}, /*retain_graph=*/false,
+                                           /*create_graph=*/false, /*allow_unused=*/true);
+  torch::NoGradGuard no_grad;
+  return grads[0].defined() ? grads[0] : torch::zeros_like(x_a);
+}
+
+}  // namespace detail
+}  // namespace weft::nn

@@ -1,0 +1,80 @@
+#pragma once
+// Private to weft_nn. Every evaluation of a chain layer goes through here: without a graph (the
+// solvers' steps), recording a graph (the forward's final fine sweep), and vector-Jacobian
+// products (the adjoint). Two rules live here and nowhere else:
+// - random streams: in training mode, layer n draws from a generator seeded by
+//   layer_stream_seed(seed, batch, n), the caller's generator restored afterwards, so every
+//   evaluation of a layer within a batch applies the same dropout mask;
+// - buffers: only an evaluation marked `updates_buffers` (the forward's final fine sweep on the
+//   owner) may change a layer's buffers (batch-norm running statistics); every other
+//   evaluation restores them.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "chain.hpp"
+#include "layer_bank.hpp"
+
+namespace weft::nn::detail {
+
+/// Seeds the default generator of `device` with `seed` for one evaluation (when `on`) and
+/// restores the caller's generator state afterwards.
+class StreamGuard {
+ public:
+  StreamGuard(bool on, torch::Device device, std::uint64_t seed);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  at::Generator generator_;
+  torch::Tensor saved_;
+  bool active_ = false;
+};
+
+/// A layer's autograd graph y = L_n(x) at a leaf x that shares storage with the stored x_n.
+struct Graph {
+  torch::Tensor x, y;
+  std::int64_t version = -1;
+  bool defined() const { return y.defined(); }
+};
+
+class LayerEvaluator {
+ public:
+  LayerEvaluator(LayerBank& bank, const Chain& chain) : bank_(bank), chain_(chain) {}
+
+  /// The random streams of this batch (training: the module's training mode).
+  void begin_batch(std::uint64_t seed, std::int64_t batch, bool training) {
+    seed_ = seed;
+    batch_ = batch;
+    training_ = training;
+  }
+
+  /// L_n(x) for one layer (F_n or G_n), without a graph.
+  torch::Tensor layer(std::int64_t n, const torch::Tensor& x, bool updates_buffers);
+  /// The step from point a to point b > a at x, without a graph: one layer when b = a + 1, the
+  /// composition of Chain::segments otherwise.
+  torch::Tensor step(std::int64_t a, std::int64_t b, const torch::Tensor& x, bool updates_buffers);
+  /// y = L_n(x) with its graph at a leaf sharing x's storage.
+  Graph record(std::int64_t n, const torch::Tensor& x, bool updates_buffers);
+  /// The step's value from its recorded layer output: x + H y, or y for a transition.
+  torch::Tensor step_from(std::int64_t n, const torch::Tensor& x, const torch::Tensor& y) const;
+
+  /// The adjoint step of the step from point a to point b at the forward state x_a:
+  /// (dΦ/dx(x_a))ᵀ λ_b. A fine step (b = a + 1) may reuse `graph` (built here when undefined);
+  /// with `param_grads` it also returns (dΦ/dθ_a)ᵀ λ_b for the given parameters of layer a.
+  torch::Tensor vjp(std::int64_t a, std::int64_t b, const torch::Tensor& x_a,
+                    const torch::Tensor& lambda, Graph& graph, bool retain_graph,
+                    const std::vector<torch::Tensor>* params,
+                    std::vector<torch::Tensor>* param_grads, bool* built);
+
+ private:
+  LayerBank& bank_;
+  const Chain& chain_;
+  std::uint64_t seed_ = 0;
+  std::int64_t batch_ = 0;
+  bool training_ = false;
+};
+
+}  // namespace weft::nn::detail
