@@ -3,6 +3,7 @@
 #include <ATen/core/Generator.h>
 
 #include <mutex>
+#include <utility>
 
 #include "weft/nn/layer_parallel.hpp"
 
@@ -41,18 +42,28 @@ StreamGuard::~StreamGuard() {
 }
 
 namespace {
-/// Restores a module's buffers after an evaluation that must not change them.
+/// Keeps an evaluation from changing a layer's buffers. Batch-norm modules get their running
+/// statistics unset for the evaluation (they then normalize with the batch's statistics and
+/// update nothing): no in-place write, so graphs recorded earlier that saved those buffers stay
+/// valid. Buffers of other modules are restored by value afterwards.
 class BufferGuard {
  public:
   BufferGuard(bool on, torch::nn::Module& m) {
     if (!on) return;
     torch::NoGradGuard no_grad;
-    for (const Tensor& b : m.buffers()) {
-      buffers_.push_back(b);
-      saved_.push_back(b.clone());
+    for (const auto& sub : m.modules(/*include_self=*/true)) {
+      if (hide<torch::nn::BatchNorm1dImpl>(sub.get()) ||
+          hide<torch::nn::BatchNorm2dImpl>(sub.get()) ||
+          hide<torch::nn::BatchNorm3dImpl>(sub.get()))
+        continue;
+      for (const Tensor& b : sub->buffers(/*recurse=*/false)) {
+        buffers_.push_back(b);
+        saved_.push_back(b.clone());
+      }
     }
   }
   ~BufferGuard() {
+    for (auto& [slot, value] : hidden_) *slot = value;
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved_[i]);
   }
@@ -60,6 +71,18 @@ class BufferGuard {
   BufferGuard& operator=(const BufferGuard&) = delete;
 
  private:
+  template <class BatchNorm>
+  bool hide(torch::nn::Module* m) {
+    auto* bn = dynamic_cast<BatchNorm*>(m);
+    if (!bn) return false;
+    for (Tensor* slot : {&bn->running_mean, &bn->running_var, &bn->num_batches_tracked}) {
+      hidden_.emplace_back(slot, *slot);
+      *slot = Tensor();
+    }
+    return true;
+  }
+
+  std::vector<std::pair<Tensor*, Tensor>> hidden_;
   std::vector<Tensor> buffers_, saved_;
 };
 }  // namespace
