@@ -34,6 +34,12 @@ struct TrainDefaults {
   static constexpr const char* cf = "4";
   static constexpr const char* nrelax = "0";
   static constexpr const char* tol = "0";
+  static constexpr const char* model = "resnet";
+  static constexpr const char* stage_channels = "8,16,32";
+  static constexpr const char* stage_steps = "2,2,2";
+  static constexpr const char* batchnorm = "1";
+  static constexpr const char* dropout = "0";
+  static constexpr const char* data_ranks = "1";
 };
 
 struct Flags {
@@ -93,11 +99,42 @@ TrainConfig resolve_train(const Flags& f) {
       parse_integer("--steps", f.get("--steps", D::steps), 1, "an integer >= 1", 1LL << 40);
   c.model.t_final = parse_number("--T", f.get("--T", D::T), "a number > 0");
   if (!(c.model.t_final > 0)) invalid_value("--T", f.get("--T", D::T), "a number > 0");
+  const std::vector<std::string> kinds = {"resnet", "stages"};
+  c.model.kind = kinds[parse_choice("--model", f.get("--model", D::model), kinds)];
+  const auto stage_channels = parse_int_list(
+      "--stage-channels", f.get("--stage-channels", D::stage_channels), 1, "integers >= 1");
+  const auto stage_steps =
+      parse_int_list("--stage-steps", f.get("--stage-steps", D::stage_steps), 1, "integers >= 1");
+  if (stage_channels.size() != stage_steps.size())
+    invalid_value("--stage-steps", f.get("--stage-steps", D::stage_steps),
+                  "one value per stage of --stage-channels",
+                  std::to_string(stage_steps.size()) + " values for " +
+                      std::to_string(stage_channels.size()) + " stages");
+  for (std::int64_t ch : stage_channels)
+    if (ch > 4096)
+      invalid_value("--stage-channels", f.get("--stage-channels", D::stage_channels),
+                    "integers in 1..4096");
+  c.model.stage_channels.assign(stage_channels.begin(), stage_channels.end());
+  c.model.stage_steps.assign(stage_steps.begin(), stage_steps.end());
+  c.model.batchnorm = parse_switch("--batchnorm", f.get("--batchnorm", D::batchnorm));
+  c.model.dropout = parse_number("--dropout", f.get("--dropout", D::dropout), "a rate in [0, 1)");
+  if (!(c.model.dropout >= 0 && c.model.dropout < 1))
+    invalid_value("--dropout", f.get("--dropout", D::dropout), "a rate in [0, 1)");
+  if (c.model.kind == "resnet")
+    for (const char* flag : {"--stage-channels", "--stage-steps", "--batchnorm", "--dropout"})
+      if (f.options.at(flag)->count() > 0)
+        invalid_value(flag, f.text.at(flag), "used with --model stages only");
+  c.data_ranks = static_cast<int>(parse_integer(
+      "--data-ranks", f.get("--data-ranks", D::data_ranks), 1, "an integer >= 1", 1 << 20));
   const std::vector<std::string> opens = {"conv", "copy"};
   c.model.open = opens[parse_choice("--open", f.get("--open", D::open), opens)];
   c.model.seed = static_cast<std::uint64_t>(
       parse_integer("--seed", f.get("--seed", D::seed), 0, "an integer >= 0", 1LL << 62));
   c.batch = parse_integer("--batch", f.get("--batch", D::batch), 1, "an integer >= 1");
+  if (c.batch % c.data_ranks != 0)
+    invalid_value("--batch", f.get("--batch", D::batch),
+                  "a multiple of --data-ranks " + std::to_string(c.data_ranks),
+                  "each replica takes batch / data-ranks images");
   c.epochs = static_cast<int>(
       parse_integer("--epochs", f.get("--epochs", D::epochs), 1, "an integer >= 1"));
   c.train_size = parse_integer("--train-size", f.get("--train-size", "-1"), -1,
@@ -142,6 +179,23 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--steps", "INT", fmt::format("residual steps N = layers (default {})", D::steps));
   f->add(*cmd, "--T", "X", fmt::format("final time T; step size h = T/N (default {})", D::T));
   f->add(*cmd, "--open", "conv|copy", fmt::format("open layer (default {})", D::open));
+  f->add(*cmd, "--model", "resnet|stages",
+         fmt::format("network: resnet (one stage, --channels/--steps) or stages (batch norm, "
+                     "resolution halved between stages) (default {})",
+                     D::model));
+  f->add(*cmd, "--stage-channels", "INT,INT...",
+         fmt::format("stages: channels of each stage (default {})", D::stage_channels));
+  f->add(*cmd, "--stage-steps", "INT,INT...",
+         fmt::format("stages: residual steps of each stage (default {})", D::stage_steps));
+  f->add(
+      *cmd, "--batchnorm", "0|1",
+      fmt::format("stages: batch norm in open, steps and transitions (default {})", D::batchnorm));
+  f->add(*cmd, "--dropout", "RATE",
+         fmt::format("stages: dropout after the ReLU inside each step (default {})", D::dropout));
+  f->add(*cmd, "--data-ranks", "D",
+         fmt::format("data parallelism: D replicas of P/D layer-parallel ranks, each taking "
+                     "batch/D images; gradients averaged (default {})",
+                     D::data_ranks));
   f->add(*cmd, "--batch", "INT", fmt::format("batch size (default {})", D::batch));
   f->add(*cmd, "--epochs", "INT",
          fmt::format("epochs, counted from the start of the run (default {})", D::epochs));

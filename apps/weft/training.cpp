@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -23,6 +24,7 @@
 
 #include "weft/data/idx.hpp"
 #include "weft/models/image_resnet.hpp"
+#include "weft/models/stages_net.hpp"
 #include "weft/nn/checkpoint.hpp"
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/util/error.hpp"
@@ -93,11 +95,18 @@ void set_threads(int requested, MPI_Comm comm) {
 // Model: the layer-parallel module, or the plain sequential network (--serial, rank 0 only)
 
 json to_json(const ModelConfig& m) {
-  return {{"channels", m.channels},
-          {"steps", m.steps},
-          {"T", m.t_final},
-          {"open", m.open},
-          {"seed", m.seed}};
+  json j = {{"kind", m.kind}, {"T", m.t_final}, {"seed", m.seed}};
+  if (m.kind == "stages") {
+    j["stage_channels"] = m.stage_channels;
+    j["stage_steps"] = m.stage_steps;
+    j["batchnorm"] = m.batchnorm;
+    j["dropout"] = m.dropout;
+  } else {
+    j["channels"] = m.channels;
+    j["steps"] = m.steps;
+    j["open"] = m.open;
+  }
+  return j;
 }
 
 // The metadata of a checkpoint, with every field the CLI relies on checked up front.
@@ -117,15 +126,54 @@ std::pair<std::int64_t, std::int64_t> image_size(const json& meta) {
 
 ModelConfig model_from_json(const json& j) {
   ModelConfig m;
-  m.channels = j.at("channels").get<int>();
-  m.steps = j.at("steps").get<std::int64_t>();
+  m.kind = j.value("kind", std::string("resnet"));  // checkpoints from before stages existed
   m.t_final = j.at("T").get<double>();
-  m.open = j.at("open").get<std::string>();
   m.seed = j.at("seed").get<std::uint64_t>();
+  if (m.kind == "stages") {
+    m.stage_channels = j.at("stage_channels").get<std::vector<std::int64_t>>();
+    m.stage_steps = j.at("stage_steps").get<std::vector<std::int64_t>>();
+    m.batchnorm = j.at("batchnorm").get<bool>();
+    m.dropout = j.at("dropout").get<double>();
+  } else {
+    m.channels = j.at("channels").get<int>();
+    m.steps = j.at("steps").get<std::int64_t>();
+    m.open = j.at("open").get<std::string>();
+  }
   return m;
 }
 
+std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols) {
+  if (m.kind == "stages") {
+    std::string text = "stages";
+    for (size_t s = 0; s < m.stage_channels.size(); ++s)
+      text += fmt::format("{} {}x(conv3x3{}-ReLU{}-conv3x3{}) at {} channels", s ? "," : "",
+                          m.stage_steps[s], m.batchnorm ? "-BN" : "",
+                          m.dropout > 0 ? fmt::format("-dropout {}", m.dropout) : "",
+                          m.batchnorm ? "-BN" : "", m.stage_channels[s]);
+    return text + fmt::format(
+                      "; transitions conv3x3 stride 2{}-ReLU; close global pooling-"
+                      "linear({}->10); T {} per stage; seed {}",
+                      m.batchnorm ? "-BN" : "", m.stage_channels.back(), m.t_final, m.seed);
+  }
+  return fmt::format(
+      "open {}, {} steps of conv3x3-ReLU-conv3x3-ReLU at {} channels, T {}, close "
+      "linear({}->32)-ReLU-linear(32->10); seed {}",
+      m.open, m.steps, m.channels, m.t_final, m.channels * rows * cols, m.seed);
+}
+
 nn::Network make_network(const ModelConfig& m, const Dataset& like) {
+  if (m.kind == "stages") {
+    models::StagesNetSpec spec;
+    spec.channels = m.stage_channels;
+    spec.steps = m.stage_steps;
+    spec.t_final = m.t_final;
+    spec.batchnorm = m.batchnorm;
+    spec.dropout = m.dropout;
+    spec.height = like.images.size(2);
+    spec.width = like.images.size(3);
+    spec.seed = m.seed;
+    return models::stages_net(spec);
+  }
   models::ImageResNetSpec spec;
   spec.channels = m.channels;
   spec.steps = m.steps;
@@ -148,13 +196,22 @@ struct Timing {
 
 class Model {
  public:
-  // Layer-parallel over `comm`, or sequential when `comm` is MPI_COMM_SELF and serial is set.
-  Model(const nn::Network& net, MPI_Comm comm, bool serial, const nn::LayerParallelOptions& opts)
+  // Layer-parallel over `comm` (replicas over `data`), or sequential when `comm` is
+  // MPI_COMM_SELF and serial is set.
+  Model(const nn::Network& net, MPI_Comm comm, MPI_Comm data, bool serial,
+        const nn::LayerParallelOptions& opts)
       : comm_(comm), serial_(serial) {
     if (serial_)
-      sequential_ = nn::SequentialNetwork(net);
+      sequential_ = nn::SequentialNetwork(net, opts.seed());
     else
-      parallel_ = nn::LayerParallel(comm, net, opts);
+      parallel_ = nn::LayerParallel(comm, data, net, opts);
+  }
+  /// Random streams continue from batch `b` (resume).
+  void set_batch_index(std::int64_t b) {
+    if (serial_)
+      sequential_->set_batch_index(b);
+    else
+      parallel_->set_batch_index(b);
   }
 
   torch::nn::Module& module() {
@@ -163,8 +220,10 @@ class Model {
   }
   const nn::LayerParallel* parallel() const { return serial_ ? nullptr : &parallel_; }
 
+  // `weight` scales the mean loss of this replica's rows so that the replicas' average is the
+  // mean over the global batch (rows / (global rows / replicas)).
   BatchOutcome train(const torch::Tensor& x, const torch::Tensor& y, torch::optim::Optimizer& opt,
-                     Timing& t) {
+                     Timing& t, double weight = 1.0) {
     BatchOutcome out;
     opt.zero_grad();
     double t0 = now();
@@ -186,9 +245,9 @@ class Model {
     double correct = 0;
     torch::Tensor loss = parallel_->loss(logits, [&](const torch::Tensor& z) {
       correct = static_cast<double>(z.argmax(1).eq(y).sum().item<std::int64_t>());
-      return torch::nn::functional::cross_entropy(z, y);
+      return torch::nn::functional::cross_entropy(z, y) * weight;
     });
-    out.loss = loss.item<double>();
+    out.loss = loss.item<double>() / weight;
     check_finite(out.loss);  // the same value on every rank: every rank stops together
     loss.backward();
     double t2 = now();
@@ -252,21 +311,35 @@ struct EvalOutcome {
   std::vector<std::int64_t> confusion;  ///< summed onto every rank
 };
 
-EvalOutcome evaluate(Model& model, const Dataset& test, std::int64_t batch, MPI_Comm comm) {
+/// In eval mode (batch norm with running statistics, no dropout). With replicas, replica r
+/// takes every D-th batch; sums are reduced over `data` (replicas) and the confusion matrix
+/// over `world`.
+EvalOutcome evaluate(Model& model, const Dataset& test, std::int64_t batch, MPI_Comm world,
+                     MPI_Comm data = MPI_COMM_NULL) {
   constexpr int kClasses = 10;
+  const int replicas = data == MPI_COMM_NULL ? 1 : mpi::size(data);
+  const int replica = data == MPI_COMM_NULL ? 0 : mpi::rank(data);
   EvalOutcome out;
   std::vector<std::int64_t> local(kClasses * kClasses, 0);
-  double loss = 0, correct = 0;
-  for (std::int64_t start = 0; start < test.count(); start += batch) {
+  double sums[2] = {0, 0};  // loss, correct
+  model.module().eval();
+  std::int64_t k = 0;
+  for (std::int64_t start = 0; start < test.count(); start += batch, ++k) {
+    if (k % replicas != replica) continue;
     const std::int64_t end = std::min(test.count(), start + batch);
     const BatchOutcome b = model.evaluate(test.images.slice(0, start, end),
                                           test.labels.slice(0, start, end), local, kClasses);
-    loss += b.loss;
-    correct += b.correct;
+    sums[0] += b.loss;
+    sums[1] += b.correct;
   }
+  model.module().train();
+  if (replicas > 1)
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, data),
+               "MPI_Allreduce (evaluation)");
+  const double loss = sums[0], correct = sums[1];
   out.confusion.assign(local.size(), 0);
   mpi::check(MPI_Allreduce(local.data(), out.confusion.data(), static_cast<int>(local.size()),
-                           MPI_INT64_T, MPI_SUM, comm),
+                           MPI_INT64_T, MPI_SUM, world),
              "MPI_Allreduce (confusion matrix)");
   out.loss = loss / static_cast<double>(test.count());
   out.accuracy = correct / static_cast<double>(test.count());
@@ -392,31 +465,44 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   const Dataset train = to_tensors(train_raw, norm), test = to_tensors(test_raw, norm);
 
   // --serial: the reference, plain LibTorch on rank 0; the other ranks have nothing to do.
-  MPI_Comm comm = world;
+  // --data-ranks D: D replicas of P/D layer-parallel ranks.
+  MPI_Comm comm = world, data = MPI_COMM_NULL;
+  const int replicas = c.serial ? 1 : c.data_ranks;
+  if (ranks % replicas != 0)
+    throw InvalidOption(
+        fmt::format("option --data-ranks: '{}' is invalid (the {} ranks do not "
+                    "split into {} replicas); accepted: a divisor of the ranks",
+                    replicas, ranks, replicas));
+  std::unique_ptr<nn::ReplicaGroups> groups;
+  if (replicas > 1) {
+    groups = std::make_unique<nn::ReplicaGroups>(world, replicas);
+    comm = groups->layer_comm();
+    data = groups->data_comm();
+  }
+  const int replica = groups ? groups->replica() : 0;
   if (c.serial) {
     if (rank != 0) return 0;
     comm = MPI_COMM_SELF;
   }
-  Model model(make_network(c.model, train), comm, c.serial, c.parallel);
+  Model model(make_network(c.model, train), comm, data, c.serial, c.parallel);
   auto optimizer = make_optimizer(c, model);
   if (!c.resume_dir.empty())
     nn::load_checkpoint(c.resume_dir, comm, model.module(), optimizer.get());
+  const std::int64_t batches_per_epoch = (train.count() + c.batch - 1) / c.batch;
 
-  const bool root = mpi::rank(comm) == 0;
+  const bool root = rank == 0;
   if (root) {
     std::printf("weft train: %s, %lld training / %lld test images %lldx%lld from %s\n",
-                c.serial ? "sequential LibTorch (--serial)"
-                         : fmt::format("layer-parallel on {} rank(s)", ranks).c_str(),
+                c.serial       ? "sequential LibTorch (--serial)"
+                : replicas > 1 ? fmt::format("{} replicas x layer-parallel on {} rank(s)", replicas,
+                                             ranks / replicas)
+                                     .c_str()
+                               : fmt::format("layer-parallel on {} rank(s)", ranks).c_str(),
                 static_cast<long long>(train.count()), static_cast<long long>(test.count()),
                 static_cast<long long>(train.images.size(2)),
                 static_cast<long long>(train.images.size(3)), c.data_dir.c_str());
-    std::printf(
-        "  model: open %s, %lld steps of conv3x3-ReLU-conv3x3-ReLU at %d channels, T %g, "
-        "close linear(%lld->32)-ReLU-linear(32->10); seed %llu\n",
-        c.model.open.c_str(), static_cast<long long>(c.model.steps), c.model.channels,
-        c.model.t_final,
-        static_cast<long long>(c.model.channels * train.images.size(2) * train.images.size(3)),
-        static_cast<unsigned long long>(c.model.seed));
+    std::printf("  model: %s\n",
+                describe(c.model, train.images.size(2), train.images.size(3)).c_str());
     std::printf("  training: %s lr %g%s, batch %lld, epochs %d (from %d), %d torch thread(s)\n",
                 c.optimizer.c_str(), c.lr,
                 c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",
@@ -447,13 +533,29 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     Progress progress(root && c.progress, epoch, train.count());
     std::vector<double> fwd_ms, bwd_ms, opt_ms, fwd_it, bwd_it, fwd_res, bwd_res;
     double loss_sum = 0, correct_sum = 0;
-    std::int64_t seen = 0;
-    for (std::int64_t start = 0; start < train.count(); start += c.batch) {
+    std::int64_t seen = 0, fwd_levels = 1, bwd_levels = 1;
+    std::int64_t k = 0;
+    for (std::int64_t start = 0; start < train.count(); start += c.batch, ++k) {
       const std::int64_t end = std::min(train.count(), start + c.batch);
-      const torch::Tensor idx = perm.slice(0, start, end);
+      const std::int64_t n = end - start;
+      if (n < replicas) continue;  // a last batch too small to split: dropped on every rank
+      // Replica r takes its share of the global batch (the first n % D replicas one row more).
+      const std::int64_t base = n / replicas, extra = n % replicas;
+      const std::int64_t mine = base + (replica < extra ? 1 : 0);
+      const std::int64_t first = start + replica * base + std::min<std::int64_t>(replica, extra);
+      const torch::Tensor idx = perm.slice(0, first, first + mine);
+      model.set_batch_index(static_cast<std::int64_t>(epoch - 1) * batches_per_epoch + k);
       Timing t;
-      const BatchOutcome b = model.train(train.images.index_select(0, idx),
-                                         train.labels.index_select(0, idx), *optimizer, t);
+      BatchOutcome b =
+          model.train(train.images.index_select(0, idx), train.labels.index_select(0, idx),
+                      *optimizer, t, static_cast<double>(mine * replicas) / static_cast<double>(n));
+      if (replicas > 1) {
+        double sums[2] = {b.loss * static_cast<double>(mine), b.correct};
+        mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, data),
+                   "MPI_Allreduce (batch loss)");
+        b.loss = sums[0] / static_cast<double>(n);
+        b.correct = sums[1];
+      }
       fwd_ms.push_back(1e3 * t.forward);
       bwd_ms.push_back(1e3 * t.backward);
       opt_ms.push_back(1e3 * t.optimizer);
@@ -463,8 +565,9 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
         bwd_it.push_back(s.backward.result.iterations);
         if (auto r = s.forward.result.final_residual()) fwd_res.push_back(*r);
         if (auto r = s.backward.result.final_residual()) bwd_res.push_back(*r);
+        fwd_levels = static_cast<std::int64_t>(s.forward.statistics.intervals_per_level.size());
+        bwd_levels = static_cast<std::int64_t>(s.backward.statistics.intervals_per_level.size());
       }
-      const std::int64_t n = end - start;
       seen += n;
       loss_sum += b.loss * static_cast<double>(n);
       correct_sum += b.correct;
@@ -472,8 +575,10 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
                       correct_sum / static_cast<double>(seen));
     }
     double times[3] = {steady_mean(fwd_ms), steady_mean(bwd_ms), steady_mean(opt_ms)}, slowest[3];
-    mpi::check(MPI_Allreduce(times, slowest, 3, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
-    const EvalOutcome ev = evaluate(model, test, std::max<std::int64_t>(c.batch, 500), comm);
+    mpi::check(MPI_Allreduce(times, slowest, 3, MPI_DOUBLE, MPI_MAX, c.serial ? comm : world),
+               "MPI_Allreduce");
+    const EvalOutcome ev =
+        evaluate(model, test, std::max<std::int64_t>(c.batch, 500), c.serial ? comm : world, data);
     const double epoch_seconds = now() - epoch_start;
     auto mean = [](const std::vector<double>& v) -> std::optional<double> {
       if (v.empty()) return std::nullopt;
@@ -493,6 +598,10 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
                          {"bwd_iterations", optional_number(mean(bwd_it))},
                          {"bwd_residual", optional_number(mean(bwd_res))},
                          {"ranks", c.serial ? 1 : ranks},
+                         {"fwd_levels", fwd_levels},
+                         {"bwd_levels", bwd_levels},
+                         {"data_ranks", replicas},
+                         {"model", c.model.kind},
                          {"serial", c.serial}};
     if (root) {
       std::printf(
@@ -511,7 +620,11 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
           {"normalization", {{"mean", norm.mean}, {"std", norm.std}}},
           {"optimizer", c.optimizer},
           {"metrics", record}};
-      nn::save_checkpoint(c.checkpoint_dir, comm, model.module(), optimizer.get(), meta.dump());
+      // One checkpoint, written by the first replica (the replicas hold the same parameters);
+      // it loads at any (replicas, ranks per replica).
+      if (replica == 0)
+        nn::save_checkpoint(c.checkpoint_dir, comm, model.module(), optimizer.get(), meta.dump());
+      if (!c.serial && replicas > 1) mpi::check(MPI_Barrier(world), "MPI_Barrier (checkpoint)");
     }
   }
   return 0;
@@ -529,7 +642,7 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
     throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
                               raw.rows, raw.cols, c.resume_dir, size.first, size.second));
   const Dataset test = to_tensors(raw, norm);
-  Model model(make_network(m, test), comm, false, nn::LayerParallelOptions::exact());
+  Model model(make_network(m, test), comm, MPI_COMM_NULL, false, nn::LayerParallelOptions::exact());
   nn::load_checkpoint(c.resume_dir, comm, model.module(), nullptr);
   const EvalOutcome ev = evaluate(model, test, c.batch, comm);
   if (mpi::rank(comm) == 0) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "weft/nn/options.hpp"
 
@@ -12,10 +13,18 @@ namespace weft::cli {
 
 /// The network architecture; stored in checkpoints, so `--resume` and `weft eval` rebuild it.
 struct ModelConfig {
+  std::string kind = "resnet";  ///< resnet | stages
+  // resnet
   int channels = 4;
   std::int64_t steps = 8;
-  double t_final = 1.0;
   std::string open = "conv";  ///< conv | copy
+  // stages
+  std::vector<std::int64_t> stage_channels{8, 16, 32};
+  std::vector<std::int64_t> stage_steps{2, 2, 2};
+  bool batchnorm = true;
+  double dropout = 0.0;
+  // both
+  double t_final = 1.0;  ///< T (per stage for stages)
   std::uint64_t seed = 1;
 };
 
@@ -31,6 +40,7 @@ struct TrainConfig {
   double momentum = 0.9;
   int threads = 0;      ///< torch intra-op threads per rank; 0: cores / ranks
   bool serial = false;  ///< plain sequential LibTorch training (rank 0), the reference
+  int data_ranks = 1;   ///< replicas of P / data_ranks layer-parallel ranks each
   nn::LayerParallelOptions parallel;
   std::string metrics_path;
   std::string checkpoint_dir;

@@ -1,0 +1,100 @@
+#include "weft/models/stages_net.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+
+#include "seed_scope.hpp"
+#include "weft/util/error.hpp"
+
+namespace weft::models {
+
+namespace {
+constexpr std::uint64_t kOpenTag = 0x6f70656eULL;  // distinct seed streams per layer role
+constexpr std::uint64_t kCloseTag = 0x636c6f73ULL;
+constexpr std::uint64_t kTransitionTag = 0x7472616eULL;
+
+torch::nn::Conv2d conv3x3(std::int64_t in, std::int64_t out, std::int64_t stride = 1) {
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1));
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw InvalidOption("stages network: " + what);
+}
+}  // namespace
+
+nn::Network stages_net(const StagesNetSpec& spec) {
+  const size_t stages = spec.channels.size();
+  check(stages >= 1, "channels: need at least one stage");
+  check(spec.steps.size() == stages,
+        "channels lists " + std::to_string(stages) + " stages but steps lists " +
+            std::to_string(spec.steps.size()) + "; give one value per stage in each");
+  for (size_t s = 0; s < stages; ++s) {
+    check(spec.channels[s] >= 1 && spec.channels[s] <= 4096,
+          "channels: " + std::to_string(spec.channels[s]) + " is invalid; accepted: 1..4096");
+    check(spec.steps[s] >= 1, "steps: " + std::to_string(spec.steps[s]) +
+                                  " is invalid; accepted: an integer >= 1 per stage");
+  }
+  check(spec.t_final > 0 && std::isfinite(spec.t_final),
+        "t_final: " + number_text(spec.t_final) + " is invalid; accepted: a finite number > 0");
+  check(spec.dropout >= 0 && spec.dropout < 1,
+        "dropout: " + number_text(spec.dropout) + " is invalid; accepted: a rate in [0, 1)");
+  check(spec.classes >= 1, "classes: need at least 1");
+  std::int64_t side = std::min(spec.height, spec.width);
+  for (size_t s = 1; s < stages; ++s) side = (side + 1) / 2;
+  check(spec.height >= 1 && spec.width >= 1 && (stages == 1 || side >= 1),
+        "images of " + std::to_string(spec.height) + "x" + std::to_string(spec.width) +
+            " are too small for " + std::to_string(stages) + " stages");
+
+  const bool bn = spec.batchnorm;
+  const double dropout = spec.dropout;
+  const std::uint64_t seed = spec.seed;
+  nn::Network net;
+  for (size_t s = 0; s < stages; ++s) {
+    nn::Stage st;
+    st.steps = spec.steps[s];
+    st.t_final = spec.t_final;
+    const std::int64_t c = spec.channels[s];
+    st.step = [c, bn, dropout, seed](std::int64_t n) -> nn::Layer {
+      detail::SeedScope scope(seed * 1000003ULL + static_cast<std::uint64_t>(n));
+      torch::nn::Sequential f(conv3x3(c, c));
+      if (bn) f->push_back(torch::nn::BatchNorm2d(c));
+      f->push_back(torch::nn::ReLU());
+      if (dropout > 0) f->push_back(torch::nn::Dropout(dropout));
+      f->push_back(conv3x3(c, c));
+      if (bn) f->push_back(torch::nn::BatchNorm2d(c));
+      return f;
+    };
+    if (s + 1 < stages) {
+      const std::int64_t out = spec.channels[s + 1];
+      st.transition = [c, out, bn, seed](std::int64_t n) -> nn::Layer {
+        detail::SeedScope scope((seed ^ kTransitionTag) * 1000003ULL +
+                                static_cast<std::uint64_t>(n));
+        torch::nn::Sequential g(conv3x3(c, out, 2));
+        if (bn) g->push_back(torch::nn::BatchNorm2d(out));
+        g->push_back(torch::nn::ReLU());
+        return g;
+      };
+    }
+    net.stages.push_back(st);
+  }
+  const std::int64_t c0 = spec.channels.front(), last = spec.channels.back();
+  net.open = [c0, bn, seed]() -> nn::Layer {
+    detail::SeedScope scope(seed ^ kOpenTag);
+    torch::nn::Sequential open(conv3x3(1, c0));
+    if (bn) open->push_back(torch::nn::BatchNorm2d(c0));
+    open->push_back(torch::nn::ReLU());
+    return open;
+  };
+  const int classes = spec.classes;
+  net.close = [last, classes, seed]() -> nn::Layer {
+    detail::SeedScope scope(seed ^ kCloseTag);
+    return torch::nn::Sequential(
+        torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions(1)), torch::nn::Flatten(),
+        torch::nn::Linear(last, classes));
+  };
+  return net;
+}
+
+}  // namespace weft::models
