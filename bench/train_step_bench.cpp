@@ -8,6 +8,12 @@
 // rounds of --batches batches), so a slow phase of the shared machine hits all of them; the
 // table shows medians and ratios to the baseline, step evaluations per level, and per rank
 // where the time of the weft configurations went.
+// --model stages: the multi-stage batch-norm network of weft train --model stages (8,16,32
+// channels, 2 steps each) instead. At 2 ranks two more configurations compare data parallelism
+// with its baseline: weft exact mode on rank 0 with half the batch, and 2 replicas x 1 rank
+// taking half the batch each (gradients averaged); the goal is <= 1.1x per global batch.
+// Per rank it also prints memory: own parameters and buffers, ghost copies, stored states and
+// cached graphs.
 // Run at 1 and 2 ranks: bench/run_train_bench.sh.
 #include <mpi.h>
 #include <torch/torch.h>
@@ -24,6 +30,7 @@
 
 #include "weft/data/idx.hpp"
 #include "weft/models/image_resnet.hpp"
+#include "weft/models/stages_net.hpp"
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -81,8 +88,8 @@ void polite_max(const double* local, double* global) {
 
 // Where one rank's batch time went (weft configurations): forward and backward each as steps /
 // waiting / solver bookkeeping / outside the solver [s], then the layer graphs recorded in the
-// forward, reused and built in the backward.
-constexpr size_t kSplit = 11;
+// forward, reused and built in the backward, and memory (KiB).
+constexpr size_t kSplit = 15;
 using RankSplit = std::array<double, kSplit>;
 
 // One configuration: a training step and a description of its MGRIT work.
@@ -129,6 +136,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   std::string dir = "/usr/share/datasets/fashion-mnist";
+  std::string model_kind = "resnet";
   int batches = 3, warmup = 1, threads = 1, rounds = 8;
   for (int a = 1; a + 1 < argc; a += 2) {
     const std::string flag = argv[a];
@@ -137,6 +145,7 @@ int main(int argc, char** argv) {
     if (flag == "--warmup") warmup = std::stoi(argv[a + 1]);
     if (flag == "--threads") threads = std::stoi(argv[a + 1]);
     if (flag == "--rounds") rounds = std::stoi(argv[a + 1]);
+    if (flag == "--model") model_kind = argv[a + 1];
   }
   torch::set_num_threads(threads);
   const Batches data = load(dir, batches, 50);
@@ -145,7 +154,9 @@ int main(int argc, char** argv) {
   spec.channels = 8;
   spec.steps = 32;
   spec.open = weft::models::OpenLayer::Copy;
-  const weft::nn::Network net = weft::models::image_resnet(spec);
+  const bool stages = model_kind == "stages";
+  const weft::nn::Network net = stages ? weft::models::stages_net(weft::models::StagesNetSpec())
+                                       : weft::models::image_resnet(spec);
 
   std::vector<Config> configs;
   // The baseline runs on rank 0 while the other ranks wait for the next configuration.
@@ -176,16 +187,65 @@ int main(int argc, char** argv) {
        weft::nn::LayerParallelOptions().forward(fwd).backward(bwd)}};
   std::vector<weft::nn::LayerParallel> models;
   std::vector<std::unique_ptr<torch::optim::SGD>> optimizers;
+  std::vector<std::string> names;
+  std::vector<std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor&,
+                                                                    const torch::Tensor&)>>
+      inputs;
+  auto whole = [](const torch::Tensor& x, const torch::Tensor& y) { return std::make_pair(x, y); };
   for (const auto& [name, options] : variants) {
     models.push_back(weft::nn::LayerParallel(MPI_COMM_WORLD, net, options));
-    optimizers.push_back(std::make_unique<torch::optim::SGD>(models.back()->parameters(), 0.01));
+    names.push_back(name);
+    inputs.push_back(whole);
   }
+  // Data parallelism at 2 ranks: its baseline (1 rank, half the batch) and 2 replicas.
+  std::unique_ptr<weft::nn::ReplicaGroups> groups;
+  if (ranks == 2) {
+    groups = std::make_unique<weft::nn::ReplicaGroups>(MPI_COMM_WORLD, 2);
+    const int replica = groups->replica();
+    models.push_back(weft::nn::LayerParallel(groups->layer_comm(), groups->data_comm(), net,
+                                             weft::nn::LayerParallelOptions()));
+    names.push_back("weft 2 replicas x 1 rank, half each");
+    inputs.push_back([replica](const torch::Tensor& x, const torch::Tensor& y) {
+      const auto half = x.size(0) / 2;
+      return std::make_pair(x.slice(0, replica * half, (replica + 1) * half),
+                            y.slice(0, replica * half, (replica + 1) * half));
+    });
+  }
+  // The half-batch baseline runs on rank 0 alone, like the plain baseline.
+  weft::nn::LayerParallel half_model(nullptr);
+  std::unique_ptr<torch::optim::SGD> half_opt;
+  if (ranks == 2) {
+    if (rank == 0) {
+      half_model = weft::nn::LayerParallel(MPI_COMM_SELF, net);
+      half_opt = std::make_unique<torch::optim::SGD>(half_model->parameters(), 0.01);
+    }
+    configs.emplace_back();
+    configs.back().name = "weft exact, rank 0, half batch";
+    configs.back().step = [&](const torch::Tensor& x, const torch::Tensor& y) {
+      if (rank != 0) return Times{};
+      const auto half = x.size(0) / 2;
+      const auto xs = x.slice(0, 0, half), ys = y.slice(0, 0, half);
+      return timed_step(
+          [&] {
+            auto out = half_model->forward(xs);
+            return half_model->loss(
+                out, [&](const torch::Tensor& z) { return F::cross_entropy(z, ys); });
+          },
+          *half_opt);
+    };
+    configs.back().work = [] { return std::string(); };
+  }
+  for (auto& model : models)
+    optimizers.push_back(std::make_unique<torch::optim::SGD>(model->parameters(), 0.01));
   for (size_t m = 0; m < models.size(); ++m) {
     weft::nn::LayerParallel model = models[m];
     torch::optim::SGD* opt = optimizers[m].get();
+    const auto input = inputs[m];
     configs.emplace_back();
-    configs.back().name = variants[m].first;
-    configs.back().step = [model, opt](const torch::Tensor& x, const torch::Tensor& y) mutable {
+    configs.back().name = names[m];
+    configs.back().step = [model, opt, input](const torch::Tensor& x_all,
+                                              const torch::Tensor& y_all) mutable {
+      const auto [x, y] = input(x_all, y_all);
       return timed_step(
           [&] {
             auto out = model->forward(x);
@@ -212,7 +272,11 @@ int main(int argc, char** argv) {
               part(s.backward, 3),
               static_cast<double>(s.graphs_recorded),
               static_cast<double>(s.graphs_reused),
-              static_cast<double>(s.graphs_built)};
+              static_cast<double>(s.graphs_built),
+              static_cast<double>(s.parameter_bytes) / 1024.0,
+              static_cast<double>(s.ghost_bytes_held) / 1024.0,
+              static_cast<double>(s.state_bytes) / 1024.0,
+              static_cast<double>(s.graph_bytes) / 1024.0};
     };
   }
 
@@ -234,10 +298,12 @@ int main(int argc, char** argv) {
 
   if (rank == 0) {
     std::printf(
-        "# training batch: copy-open 8 channels, 32 steps, batch 50, Fashion-MNIST; %d "
+        "# training batch: %s, batch 50, Fashion-MNIST; %d "
         "rank(s), %d torch thread(s) per rank; medians of %d rounds x %d batches, "
         "configurations interleaved batch by batch "
         "batches [ms]\n",
+        stages ? "stages network 8,16,32 channels x 2 steps, batch norm"
+               : "copy-open 8 channels, 32 steps",
         ranks, threads, rounds, batches);
     std::printf("  %-34s %9s %9s %9s %9s %8s\n", "", "forward", "backward", "optim", "total",
                 "ratio");
@@ -251,6 +317,18 @@ int main(int argc, char** argv) {
     std::printf("  %-34s %9.1f %9.1f %9.1f %9.1f %8.3f\n", c.name.c_str(), 1e3 * t.forward,
                 1e3 * t.backward, 1e3 * t.optimizer, 1e3 * t.total(), t.total() / baseline);
     if (!work.empty()) std::printf("  %-34s step evaluations per level: %s\n", "", work.c_str());
+  }
+  if (ranks == 2 && rank == 0) {
+    double half = 0, replicas = 0;
+    for (auto& c : configs) {
+      const double total = median(c.forward) + median(c.backward) + median(c.optimizer);
+      if (c.name.rfind("weft exact, rank 0, half", 0) == 0) half = total;
+      if (c.name.rfind("weft 2 replicas", 0) == 0) replicas = total;
+    }
+    std::printf(
+        "  data parallelism: 2 replicas per global batch / 1 rank with half the batch = "
+        "%.3f (goal <= 1.1)\n",
+        replicas / half);
   }
   // Per rank: time in steps (layer evaluations and vector operations) and the rest (waiting for
   // neighbours, collectives, bookkeeping) of the weft configurations.
@@ -277,6 +355,10 @@ int main(int argc, char** argv) {
           "            layer graphs: %.0f recorded in the forward, %.0f reused, %.0f built in the "
           "backward\n",
           a[8], a[9], a[10]);
+      std::printf(
+          "            memory [KiB]: parameters %.0f, ghost copies %.0f, states %.0f, "
+          "graph outputs %.0f\n",
+          a[11], a[12], a[13], a[14]);
     }
   }
   if (rank == 0)
