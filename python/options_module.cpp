@@ -101,15 +101,14 @@ void bind_options(py::module_& m) {
       .def("min_coarse", py::overload_cast<>(&Options::min_coarse, py::const_))
       .def(
           "min_coarse", [](Self o, mgrit::index_t n) -> Self { return o.min_coarse(n); }, self)
-      .def(
-          "cfactor", [](const Options& o, int level) { return o.cfactor_at(level); },
-          py::arg("level") = 0)
+      // Per-level values: cfactor() and nrelax() read level 0, cfactor_at(level) any level.
+      .def("cfactor", [](const Options& o) { return o.cfactor_at(0); })
+      .def("cfactor_at", &Options::cfactor_at, py::arg("level"))
       .def(
           "cfactor", [](Self o, int cf, int level) -> Self { return o.cfactor(cf, level); },
           py::arg("cf"), py::arg("level") = -1, self)
-      .def(
-          "nrelax", [](const Options& o, int level) { return o.nrelax_at(level); },
-          py::arg("level") = 0)
+      .def("nrelax", [](const Options& o) { return o.nrelax_at(0); })
+      .def("nrelax_at", &Options::nrelax_at, py::arg("level"))
       .def(
           "nrelax", [](Self o, int n, int level) -> Self { return o.nrelax(n, level); },
           py::arg("n"), py::arg("level") = -1, self)

@@ -27,9 +27,10 @@ def reference(net):
 
 
 @pytest.mark.parametrize("script", [True, False], ids=["torchscript", "python"])
-def test_exact_mode_equals_sequential_backprop(comm, script):
+@pytest.mark.parametrize("cache", [True, False], ids=["cached-graphs", "recomputed-graphs"])
+def test_exact_mode_equals_sequential_backprop(comm, script, cache):
     net = Net(script=script)
-    model = net.parallel(comm)
+    model = net.parallel(comm, weft.Options.exact().cache_graphs(cache))
     x, y = batch()
     out = model(x if model.owns_input else None)
     loss = model.loss(out, lambda logits: F.cross_entropy(logits, y))
@@ -119,3 +120,34 @@ def test_statistics_report_the_last_batch(comm):
     assert stats["forward"]["iterations"] == 2
     assert stats["backward"]["iterations"] == 1
     assert sum(stats["forward"]["steps_per_level"]) > 0
+
+
+def test_traced_step_layers_work_like_scripted_ones(comm):
+    net = Net()
+    example = torch.zeros(2, net.width, dtype=torch.float64)
+    traced = lambda n: torch.jit.trace(Net(script=False).step(n), example)  # noqa: E731
+    model = weft.LayerParallel(comm, net.steps, net.t_final, traced, open=net.open,
+                               close=net.close)
+    x, y = batch()
+    out = model(x if model.owns_input else None)
+    loss = model.loss(out, lambda logits: F.cross_entropy(logits, y))
+    loss.backward()
+    ref_loss, _, ref_grads = reference(net)
+    assert abs(loss.item() - ref_loss) <= TOL
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, ref_grads[name], rtol=0, atol=TOL), name
+
+
+def test_a_converged_multilevel_solve_approaches_backprop(comm):
+    net = Net(steps=8)
+    solve = weft.MgritOptions().max_levels(2).cfactor(2).abs_tol(1e-13).max_iterations(30)
+    model = net.parallel(comm, weft.Options().forward(solve).backward(solve))
+    x, y = batch()
+    out = model(x if model.owns_input else None)
+    loss = model.loss(out, lambda logits: F.cross_entropy(logits, y))
+    loss.backward()
+    ref_loss, _, ref_grads = reference(net)
+    assert abs(loss.item() - ref_loss) <= 1e-9
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, ref_grads[name], rtol=0, atol=1e-9), name
+    assert model.statistics()["forward"]["converged"]
