@@ -44,7 +44,8 @@ namespace {
 // ------------------------------------------------------------------------------------------
 // Python exception types (created in PYBIND11_MODULE, alive as module attributes).
 
-enum class Kind : int { Step = 0, Invalid, BadData, Divergence, Mpi, Other, None };
+// In order of precedence when ranks fail differently (see PyLayerParallel::agree).
+enum class Kind : int { Step = 0, Type, Invalid, BadData, Divergence, Mpi, Other, None };
 PyObject* exception_types[static_cast<int>(Kind::None)] = {};
 
 [[noreturn]] void raise(Kind kind, const std::string& message) {
@@ -301,27 +302,32 @@ class PyLayerParallel {
   PyLayerParallel& operator=(const PyLayerParallel&) = delete;
 
   Tensor forward(const py::object& input) {
-    const Tensor x = input.is_none() ? Tensor() : input.cast<Tensor>();
+    std::string bad;
+    const Tensor x = model_->owns_input() ? tensor_argument(input, "the input", bad) : Tensor();
     Tensor out;
-    collective([&] { out = model_->forward(x); });
+    collective([&] { out = model_->forward(x); }, bad);
     return out;
   }
 
-  Tensor loss(const Tensor& output, py::object criterion) {
+  Tensor loss(const py::object& output_object, py::object criterion) {
+    std::string bad;
+    const Tensor output = tensor_argument(output_object, "the output", bad);
     auto held = hold(std::move(criterion));
     Tensor value;
-    collective([&] {
-      value = model_->loss(output, [&](const Tensor& logits) -> Tensor {
-        py::gil_scoped_acquire gil;
-        try {
-          return (*held)(logits).cast<Tensor>();
-        } catch (py::error_already_set& e) {
-          throw BadData("the loss criterion raised on the output rank: " + python_message(e));
-        } catch (const py::cast_error&) {
-          throw BadData("the loss criterion must return a tensor");
-        }
-      });
-    });
+    collective(
+        [&] {
+          value = model_->loss(output, [&](const Tensor& logits) -> Tensor {
+            py::gil_scoped_acquire gil;
+            try {
+              return (*held)(logits).cast<Tensor>();
+            } catch (py::error_already_set& e) {
+              throw BadData("the loss criterion raised on the output rank: " + python_message(e));
+            } catch (const py::cast_error&) {
+              throw BadData("the loss criterion must return a tensor");
+            }
+          });
+        },
+        bad);
     return value;
   }
 
@@ -368,8 +374,20 @@ class PyLayerParallel {
  private:
   /// Runs `call` without the GIL on every rank, then agrees: every rank raises the same
   /// exception (see agree()) or none does.
+  /// A tensor argument of a collective call: a tensor, or None (undefined); anything else is
+  /// noted in `bad` (a TypeError on every rank once the call has run with an undefined tensor).
+  static Tensor tensor_argument(const py::object& value, const char* what, std::string& bad) {
+    if (value.is_none()) return Tensor();
+    if (THPVariable_Check(value.ptr())) return THPVariable_Unpack(value.ptr());
+    bad = std::string(what) + " is a " + std::string(py::str(value.get_type().attr("__name__"))) +
+          ", not a torch.Tensor";
+    return Tensor();
+  }
+
+  /// Runs `call` without the GIL on every rank, then agrees: every rank raises the same
+  /// exception (see agree()) or none does. `bad_argument`: this rank's argument error.
   template <class F>
-  void collective(F&& call) {
+  void collective(F&& call, const std::string& bad_argument = std::string()) {
     Kind kind = Kind::None;
     std::string message;
     {
@@ -390,6 +408,7 @@ class PyLayerParallel {
         kind = Kind::Other, message = e.what();
       }
       std::string step = failures_->take();
+      if (!bad_argument.empty()) kind = Kind::Type, message = bad_argument;
       if (!step.empty()) kind = Kind::Step, message = std::move(step);
       if (!agree(kind, message)) return;
     }
@@ -451,6 +470,7 @@ PYBIND11_MODULE(_weft, m) {
     exception_types[static_cast<int>(kind)] = type;
   }
   exception_types[static_cast<int>(Kind::Other)] = base;
+  exception_types[static_cast<int>(Kind::Type)] = PyExc_TypeError;
   // Errors of local (non-collective) calls, such as option parsing.
   py::register_exception_translator([](std::exception_ptr p) {
     try {

@@ -134,3 +134,21 @@ def test_a_backward_of_an_old_forward_is_an_invalid_option(comm):
     model.loss(model(x if model.owns_input else None), lambda o: o.sum())
     with pytest.raises(RuntimeError, match="stale"):
         first.backward()
+
+
+def test_an_input_that_is_not_a_tensor_is_a_type_error_everywhere(comm):
+    model = Net().parallel(comm)
+    message = raised(comm, TypeError, lambda: model([[1.0] * 5] * 2))
+    assert "the input is a list" in message
+
+
+def test_a_loss_without_the_placeholder_fails_everywhere(comm):
+    model = Net().parallel(comm)
+    x = torch.randn(2, 5, dtype=torch.float64)
+    out = model(x if model.owns_input else None)
+    if comm.size == 1:
+        out = "logits"  # the output rank itself passes no tensor
+    elif not model.owns_output:
+        out = None
+    message = raised(comm, (TypeError, weft.Error), lambda: model.loss(out, lambda o: o.sum()))
+    assert "placeholder" in message or "not a torch.Tensor" in message
