@@ -111,10 +111,17 @@ class PythonLayer : public torch::nn::Module {
   const py::object& module() const { return module_; }
 
  protected:
-  /// Records the failure and returns NaN of x's shape, so the solve runs to its end.
+  /// Records the failure and returns NaN of x's shape, so the solve runs to its end. Under
+  /// autograd the NaN depends on x and on every parameter, so that an adjoint step that
+  /// differentiates it (a failure during backward) completes too, with NaN gradients.
   Tensor failed(const Tensor& x, const std::string& message) {
     failures_->record(what_, message);
-    return x * std::numeric_limits<double>::quiet_NaN();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    Tensor y = x * nan;
+    if (torch::GradMode::is_enabled())
+      for (const Tensor& p : parameters())
+        if (p.requires_grad()) y = y + p.sum() * nan;
+    return y;
   }
 
  private:

@@ -152,3 +152,20 @@ def test_a_loss_without_the_placeholder_fails_everywhere(comm):
         out = None
     message = raised(comm, (TypeError, weft.Error), lambda: model.loss(out, lambda o: o.sum()))
     assert "placeholder" in message or "not a torch.Tensor" in message
+
+
+def test_a_step_failing_during_backward_is_a_step_error_at_the_next_call(comm):
+    net = Net(script=False)
+    last = net.steps - 1
+    # Calls: the layer check, the forward solve, then the adjoint's recomputation (no cache).
+    step = lambda n: Raising(3) if n == last else net.step(n)  # noqa: E731
+    model = weft.LayerParallel(comm, net.steps, 1.0, step,
+                               options=weft.Options.exact().cache_graphs(False))
+    x = torch.randn(2, 6, dtype=torch.float64)
+    out = model(x if model.owns_input else None)
+    model.loss(out, lambda o: o.square().sum()).backward()  # completes on every rank
+    if model.first_layer <= last < model.end_layer:  # the failure was in the adjoint
+        grad = dict(model.named_parameters())[f"step_{last}.linear.weight"].grad
+        assert not torch.isfinite(grad).all()
+    message = raised(comm, weft.StepError, lambda: model(x if model.owns_input else None))
+    assert "boom in the step" in message
