@@ -298,13 +298,14 @@ class PyLayerParallel {
         return build([&] { return (*factory)(); }, "close layer", failures);
       };
     }
-    collective([&] { model_ = nn::LayerParallel(parent, net, options); });
+    try {
+      collective([&] { model_ = nn::LayerParallel(parent, net, options); });
+    } catch (...) {  // the destructor does not run for a constructor that throws
+      free_communicator();
+      throw;
+    }
   }
-  ~PyLayerParallel() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && agree_ != MPI_COMM_NULL) MPI_Comm_free(&agree_);
-  }
+  ~PyLayerParallel() { free_communicator(); }
   PyLayerParallel(const PyLayerParallel&) = delete;
   PyLayerParallel& operator=(const PyLayerParallel&) = delete;
 
@@ -440,6 +441,12 @@ class PyLayerParallel {
     MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, root, agree_);
     kind = static_cast<Kind>(first / ranks);
     return true;
+  }
+
+  void free_communicator() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && agree_ != MPI_COMM_NULL) MPI_Comm_free(&agree_);
   }
 
   MPI_Comm agree_ = MPI_COMM_NULL;
