@@ -151,3 +151,29 @@ def test_a_converged_multilevel_solve_approaches_backprop(comm):
     for name, p in model.named_parameters():
         assert torch.allclose(p.grad, ref_grads[name], rtol=0, atol=1e-9), name
     assert model.statistics()["forward"]["converged"]
+
+
+def test_without_loss_the_output_rank_backpropagates_its_own_loss(comm):
+    net = Net()
+    model = net.parallel(comm)
+    x, y = batch()
+    out = model(x if model.owns_input else None)
+    if model.owns_output:
+        F.cross_entropy(out, y).backward()
+    else:
+        out.backward()  # the placeholder: this rank's part of the adjoint solve
+    _, _, ref_grads = reference(net)
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, ref_grads[name], rtol=0, atol=TOL), name
+
+
+def test_inference_without_autograd_gives_the_same_output(comm):
+    net = Net()
+    model = net.parallel(comm).eval()
+    x, _ = batch()
+    with torch.no_grad():
+        out = model(x if model.owns_input else None)
+    _, ref_out, _ = reference(net)
+    if model.owns_output:
+        assert not out.requires_grad
+        assert torch.allclose(out, ref_out, rtol=0, atol=TOL)
