@@ -53,9 +53,13 @@ PyObject* exception_types[static_cast<int>(Kind::None)] = {};
   throw py::error_already_set();
 }
 
-/// The message of a Python exception being handled; call with the GIL held.
+/// "Type: message" of a Python exception, without the traceback pybind11 appends.
 std::string python_message(const py::error_already_set& e) {
-  return e.what();
+  std::string text = e.what();
+  const auto traceback = text.find("\n\nAt:\n");
+  if (traceback != std::string::npos) text.erase(traceback);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
 }
 
 /// Releases a Python object under the GIL (its holder may die on a thread without it).
