@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   petsc-dev
   dataset-fashion-mnist
+  python3-dev python3-torch pybind11-dev python3-mpi4py python3-pytest python3-numpy
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,220 @@
+"""weft: layer-parallel training of residual networks with MGRIT, from PyTorch.
+
+    from mpi4py import MPI
+    import torch, weft
+
+    def step(n):                       # a factory: layer n of the N residual steps
+        return torch.jit.script(Block())   # TorchScript: runs in C++ without the GIL
+    model = weft.LayerParallel(MPI.COMM_WORLD, steps=32, t_final=1.0, step=step,
+                               open=make_open, close=make_close,
+                               options=weft.Options.multilevel(3, 4, 2, 1))
+    optimizer = torch.optim.Adam(model.parameters())   # this rank's parameters
+    for images, labels in batches:     # images are read on rank 0, labels on the last rank
+        optimizer.zero_grad()
+        out = model(images)            # logits on the last rank, a placeholder elsewhere
+        loss = model.loss(out, lambda logits: F.cross_entropy(logits, labels))
+        loss.backward()                # every rank: the adjoint MGRIT solve
+        optimizer.step()
+
+See docs/python.md. Every method that runs MPI is collective: call it on every rank of the
+communicator in the same order. Errors arrive on every rank as the same weft.Error.
+"""
+from collections import OrderedDict
+
+from mpi4py import MPI  # noqa: F401  (initialises MPI before the extension loads)
+import torch
+
+from ._weft import (  # noqa: F401
+    BadData,
+    Divergence,
+    Error,
+    InvalidOption,
+    LayerParallelCore,
+    MgritOptions,
+    MpiError,
+    Options,
+    StepError,
+)
+
+__all__ = [
+    "LayerParallel", "SequentialNetwork", "Options", "MgritOptions", "Error", "InvalidOption",
+    "BadData", "Divergence", "MpiError", "StepError",
+]
+
+
+def _check_factory(value, name, takes_index):
+    if value is None:
+        return None
+    if isinstance(value, torch.nn.Module) or not callable(value):
+        call = "step(n)" if takes_index else name + "()"
+        raise TypeError(f"weft.LayerParallel: {name} must be a factory {call} that returns a "
+                        f"new module each call, not a {type(value).__name__}")
+    return value
+
+
+class SequentialNetwork(torch.nn.Module):
+    """The whole network on one rank: open, x <- x + h * step_n(x) for n < N, close.
+
+    Parameter names match weft.LayerParallel's: "open.*", "step_<n>.*", "close.*".
+    """
+
+    def __init__(self, steps, step_size, open=None, close=None):
+        super().__init__()
+        self.step_size = float(step_size)
+        self.open = open
+        self.close = close
+        self.steps = len(steps)
+        for n, module in enumerate(steps):
+            self.add_module(f"step_{n}", module)
+
+    def step(self, n):
+        return getattr(self, f"step_{n}")
+
+    def forward(self, x):
+        if self.open is not None:
+            x = self.open(x)
+        for n in range(self.steps):
+            x = x + self.step_size * self.step(n)(x)
+        if self.close is not None:
+            x = self.close(x)
+        return x
+
+    @classmethod
+    def build(cls, steps, t_final, step, open=None, close=None):
+        """The sequential network from the same factories as weft.LayerParallel."""
+        return cls([step(n) for n in range(steps)], t_final / steps,
+                   open() if open is not None else None, close() if close is not None else None)
+
+
+class LayerParallel(torch.nn.Module):
+    """A residual network whose `steps` step layers are spread over the ranks of `comm`.
+
+    x_0 = open(input) on rank 0; x_{n+1} = x_n + h step_n(x_n) with h = t_final / steps; the
+    output close(x_N) on the last rank. Forward and backward are MGRIT solves (one level, the
+    default `weft.Options.exact()`, equals ordinary backprop).
+
+    comm: an mpi4py communicator. step: a factory step(n) -> module for 0 <= n < steps; open,
+    close: factories () -> module (optional). A factory must return a new module each call with
+    the same structure for the same n on every call and rank (weft builds ghost copies of remote
+    layers and the gathered network with it). Modules may be TorchScript (torch.jit.script or
+    trace: run in C++ without the GIL) or plain torch.nn.Modules (called under the GIL; slower).
+    options: weft.Options (default exact mode).
+    """
+
+    def __init__(self, comm, steps, t_final, step, open=None, close=None, options=None):
+        super().__init__()
+        if options is None:
+            options = Options.exact()
+        elif not isinstance(options, Options):
+            raise TypeError(f"weft.LayerParallel: options must be weft.Options, not a "
+                            f"{type(options).__name__}")
+        step = _check_factory(step, "step", True)
+        if step is None:
+            raise TypeError("weft.LayerParallel: step must be a factory step(n) -> module")
+        self._core = LayerParallelCore(comm, int(steps), float(t_final), step,
+                                       _check_factory(open, "open", False),
+                                       _check_factory(close, "close", False), options)
+
+    # --- the training loop ------------------------------------------------------------------
+    def forward(self, input=None):
+        """Collective. `input` is read on rank 0 only (others may pass None). Returns the
+        output on the last rank and a 0-dim placeholder connected to autograd elsewhere."""
+        return self._core.forward(input)
+
+    def loss(self, output, criterion):
+        """Collective. criterion(output) on the last rank (a scalar); on every rank a scalar
+        with that value whose backward() runs this rank's part of the adjoint solve."""
+        return self._core.loss(output, criterion)
+
+    def broadcast_from_output(self, value):
+        """Collective: `value` of the last rank, on every rank (metrics such as accuracy)."""
+        return self._core.broadcast_from_output(float(value))
+
+    # --- parameters: this rank's layers, the same tensors the C++ side updates ------------------
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        for name, tensor in self._core.named_parameters():
+            yield (prefix + "." + name if prefix else name), tensor
+
+    def parameters(self, recurse=True):
+        for _, tensor in self.named_parameters():
+            yield tensor
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        for name, tensor in self._core.named_buffers():
+            yield (prefix + "." + name if prefix else name), tensor
+
+    def buffers(self, recurse=True):
+        for _, tensor in self.named_buffers():
+            yield tensor
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """This rank's parameters and buffers; names as in gather_sequential()'s state_dict."""
+        out = OrderedDict() if destination is None else destination
+        for name, tensor in list(self.named_parameters(prefix)) + list(self.named_buffers(prefix)):
+            out[name] = tensor if keep_vars else tensor.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies the entries of `state_dict` that name this rank's tensors (a full network's
+        state dict works on every rank). With strict, every local tensor must be present."""
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
+        missing = [name for name in own if name not in state_dict]
+        if strict and missing:
+            raise KeyError(f"weft.LayerParallel.load_state_dict: missing {', '.join(missing)}")
+        with torch.no_grad():
+            for name, tensor in own.items():
+                if name in state_dict:
+                    tensor.copy_(state_dict[name])
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        self._core.train(bool(mode))
+        return self
+
+    def to(self, dtype):
+        """Collective: converts every layer (and the ghost copies) to `dtype` (CPU only)."""
+        self._core.to(dtype)
+        return self
+
+    def double(self):
+        return self.to(torch.float64)
+
+    def float(self):
+        return self.to(torch.float32)
+
+    # --- options, statistics, the whole network ---------------------------------------------
+    def set_options(self, options):
+        """Collective: new solver options."""
+        self._core.set_options(options)
+
+    @property
+    def options(self):
+        return self._core.options()
+
+    def statistics(self):
+        """The last batch on this rank: iterations, residuals, step counts, times (a dict)."""
+        return self._core.statistics()
+
+    def gather_sequential(self, root=0):
+        """Collective: the whole network as a weft.SequentialNetwork on `root` (modules built by
+        the factories, parameters copied), None on the other ranks."""
+        parts = self._core.gather_sequential(root)
+        if parts is None:
+            return None
+        open, steps, close, step_size = parts
+        return SequentialNetwork(steps, step_size, open, close).train(self.training)
+
+    rank = property(lambda self: self._core.rank)
+    ranks = property(lambda self: self._core.ranks)
+    steps = property(lambda self: self._core.steps)
+    step_size = property(lambda self: self._core.step_size)
+    owns_input = property(lambda self: self._core.owns_input)
+    owns_output = property(lambda self: self._core.owns_output)
+    first_layer = property(lambda self: self._core.first_layer)
+    end_layer = property(lambda self: self._core.end_layer)
+    ghost_layers = property(lambda self: self._core.ghost_layers)
+
+    def extra_repr(self):
+        return (f"steps={self.steps}, step_size={self.step_size:g}, rank={self.rank}/"
+                f"{self.ranks}, layers=[{self.first_layer}, {self.end_layer})")
