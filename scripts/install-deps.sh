@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   petsc-dev
   dataset-fashion-mnist
+  gnuplot-nox
 )
 missing=()
 for p in "${packages[@]}"; do

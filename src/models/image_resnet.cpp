@@ -12,7 +12,7 @@ namespace weft::models {
 OpenLayer parse_open_layer(const std::string& name) {
   if (name == "conv") return OpenLayer::Conv;
   if (name == "copy") return OpenLayer::Copy;
-  throw InvalidOption("option --open: '" + name + "' is invalid; accepted: conv, copy");
+  throw InvalidOption("ImageResNet", "open", "'" + name + "' is invalid; accepted: conv, copy");
 }
 
 std::string to_string(OpenLayer open) {
@@ -50,8 +50,8 @@ torch::nn::Conv2d conv3x3(int in, int out) {
 nn::Network image_resnet(const ImageResNetSpec& spec) {
   auto positive = [](long long v, const char* what) {
     if (v < 1)
-      throw InvalidOption(std::string("option --") + what + ": " + std::to_string(v) +
-                          " is invalid; accepted: an integer >= 1");
+      throw InvalidOption("ImageResNet", what,
+                          std::to_string(v) + " is invalid; accepted: an integer >= 1");
   };
   positive(spec.channels, "channels");
   positive(spec.steps, "steps");
@@ -60,8 +60,8 @@ nn::Network image_resnet(const ImageResNetSpec& spec) {
   positive(spec.hidden, "hidden");
   positive(spec.classes, "classes");
   if (!(spec.t_final > 0) || !std::isfinite(spec.t_final))
-    throw InvalidOption("option --T: " + number_text(spec.t_final) +
-                        " is invalid; accepted: a finite number > 0");
+    throw InvalidOption("ImageResNet", "t_final",
+                        number_text(spec.t_final) + " is invalid; accepted: a finite number > 0");
 
   nn::Network net;
   net.steps = spec.steps;
