@@ -48,13 +48,14 @@ int run_mgrit(const MgritArgs& args, MPI_Comm comm) {
 }  // namespace
 
 Subcommand add_mgrit_command(CLI::App& weft) {
-  std::string names;
+  std::string problems;
   for (const ProblemEntry& e : mgrit_problems())
-    names += (names.empty() ? "" : ", ") + std::string(e.name);
+    problems += "\n  " + std::string(e.name) + ": " + e.summary;
   CLI::App* cmd = weft.add_subcommand(
-      "mgrit", "Solve a model problem (" + names +
-                   ") with MGRIT and print the residual history. "
-                   "Without flags: the PyMGRIT heat reference run of DESIGN.md.");
+      "mgrit",
+      "Solve a model problem with MGRIT and print the residual history. Without flags: the "
+      "PyMGRIT heat reference run of DESIGN.md. Problems (--problem):" +
+          problems);
   auto args = std::make_shared<MgritArgs>();
   add_mgrit_flags(*cmd, *args);
   return Subcommand{cmd, [args](MPI_Comm comm) { return run_mgrit(*args, comm); }};
