@@ -57,7 +57,7 @@ class Heat1D final : public MgritProblem {
   }
   int run(const MgritSettings& s, MPI_Comm comm) override {
     pr::Heat1DSpaceTime heat(nx_, x0_, x1_, kappa_, methods_, s.t_start(), s.guess);
-    if (s.gradient) return run_gradient(heat, "kappa", s, comm);
+    if (s.gradient) return run_gradient(heat, s.entry->gradient_parameter, s, comm);
     return run_problem(heat, static_cast<int>(heat.interior(0)), s, world_layout(comm));
   }
 
@@ -80,7 +80,7 @@ class Dahlquist final : public MgritProblem {
   void add_json(json& j) const override { j["lambda"] = lambda_; }
   int run(const MgritSettings& s, MPI_Comm comm) override {
     pr::DahlquistLevels dahlquist(lambda_, integrators_, s.t_start(), s.guess);
-    if (s.gradient) return run_gradient(dahlquist, "lambda", s, comm);
+    if (s.gradient) return run_gradient(dahlquist, s.entry->gradient_parameter, s, comm);
     return run_problem(dahlquist, 1, s, world_layout(comm));
   }
 
