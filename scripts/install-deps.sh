@@ -10,6 +10,7 @@ packages=(
   petsc-dev
   dataset-fashion-mnist
   python3-dev python3-torch pybind11-dev python3-mpi4py python3-pytest python3-numpy
+  gnuplot-nox
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -10,6 +10,7 @@
 
 #include "cli_support.hpp"
 #include "mgrit_command.hpp"
+#include "plot_command.hpp"
 #ifdef WEFT_HAVE_TORCH
 #include "train_command.hpp"
 #endif
@@ -20,6 +21,7 @@ namespace {
 // Adding a subcommand is one line here (plus its own file).
 constexpr weft::cli::SubcommandFactory kSubcommands[] = {
     weft::cli::add_mgrit_command,
+    weft::cli::add_plot_command,
 #ifdef WEFT_HAVE_TORCH
     weft::cli::add_train_command,
     weft::cli::add_eval_command,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -532,6 +533,9 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
 
     Progress progress(root && c.progress, epoch, train.count());
     std::vector<double> fwd_ms, bwd_ms, opt_ms, fwd_it, bwd_it, fwd_res, bwd_res;
+    // This rank's solver time per batch, forward + backward: steps, waiting, bookkeeping,
+    // outside the solve (ghost exchange, open/close layers) [ms] (`weft plot timing`).
+    std::array<double, 4> split_ms{};
     double loss_sum = 0, correct_sum = 0;
     std::int64_t seen = 0, fwd_levels = 1, bwd_levels = 1;
     std::int64_t k = 0;
@@ -567,6 +571,13 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
         if (auto r = s.backward.result.final_residual()) bwd_res.push_back(*r);
         fwd_levels = static_cast<std::int64_t>(s.forward.statistics.intervals_per_level.size());
         bwd_levels = static_cast<std::int64_t>(s.backward.statistics.intervals_per_level.size());
+        for (const nn::SolveReport* r : {&s.forward, &s.backward}) {
+          const auto& st = r->statistics;
+          split_ms[0] += 1e3 * st.step_seconds;
+          split_ms[1] += 1e3 * st.comm_seconds;
+          split_ms[2] += 1e3 * st.other_seconds();
+          split_ms[3] += 1e3 * (r->seconds - st.solve_seconds);
+        }
       }
       seen += n;
       loss_sum += b.loss * static_cast<double>(n);
@@ -584,25 +595,44 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       if (v.empty()) return std::nullopt;
       return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
     };
-    const json record = {{"epoch", epoch},
-                         {"train_loss", loss_sum / static_cast<double>(seen)},
-                         {"train_accuracy", correct_sum / static_cast<double>(seen)},
-                         {"test_loss", ev.loss},
-                         {"test_accuracy", ev.accuracy},
-                         {"epoch_seconds", epoch_seconds},
-                         {"forward_ms", slowest[0]},
-                         {"backward_ms", slowest[1]},
-                         {"optimizer_ms", slowest[2]},
-                         {"fwd_iterations", optional_number(mean(fwd_it))},
-                         {"fwd_residual", optional_number(mean(fwd_res))},
-                         {"bwd_iterations", optional_number(mean(bwd_it))},
-                         {"bwd_residual", optional_number(mean(bwd_res))},
-                         {"ranks", c.serial ? 1 : ranks},
-                         {"fwd_levels", fwd_levels},
-                         {"bwd_levels", bwd_levels},
-                         {"data_ranks", replicas},
-                         {"model", c.model.kind},
-                         {"serial", c.serial}};
+    json per_rank = nullptr;
+    if (model.parallel()) {
+      const double batches = static_cast<double>(fwd_it.size());
+      for (double& v : split_ms) v /= batches;
+      const int layer_ranks = mpi::size(comm);  // this replica's ranks
+      std::vector<double> all(4 * static_cast<size_t>(layer_ranks));
+      mpi::check(MPI_Gather(split_ms.data(), 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, comm),
+                 "MPI_Gather (per-rank timing)");
+      per_rank = json::array();
+      for (int r = 0; r < layer_ranks; ++r) {
+        const double* v = &all[4 * static_cast<size_t>(r)];
+        per_rank.push_back({{"rank", r},
+                            {"steps_ms", v[0]},
+                            {"waiting_ms", v[1]},
+                            {"bookkeeping_ms", v[2]},
+                            {"outside_ms", v[3]}});
+      }
+    }
+    json record = {{"epoch", epoch},
+                   {"train_loss", loss_sum / static_cast<double>(seen)},
+                   {"train_accuracy", correct_sum / static_cast<double>(seen)},
+                   {"test_loss", ev.loss},
+                   {"test_accuracy", ev.accuracy},
+                   {"epoch_seconds", epoch_seconds},
+                   {"forward_ms", slowest[0]},
+                   {"backward_ms", slowest[1]},
+                   {"optimizer_ms", slowest[2]},
+                   {"fwd_iterations", optional_number(mean(fwd_it))},
+                   {"fwd_residual", optional_number(mean(fwd_res))},
+                   {"bwd_iterations", optional_number(mean(bwd_it))},
+                   {"bwd_residual", optional_number(mean(bwd_res))},
+                   {"ranks", c.serial ? 1 : ranks},
+                   {"fwd_levels", fwd_levels},
+                   {"bwd_levels", bwd_levels},
+                   {"data_ranks", replicas},
+                   {"model", c.model.kind},
+                   {"serial", c.serial}};
+    if (!per_rank.is_null()) record["per_rank"] = per_rank;
     if (root) {
       std::printf(
           "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s | "

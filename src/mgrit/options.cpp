@@ -65,6 +65,11 @@ InitialPhase Options::effective_initial_phase() const {
   return convention_ == Convention::XBraid ? InitialPhase::Skip : InitialPhase::Nested;
 }
 
+int Options::coarsest_sweeps(int level) const {
+  const bool own = nrelax_.overrides().count(level) > 0;
+  return !own && nrelax_coarsest_ >= 0 ? nrelax_coarsest_ : nrelax_.at(level);
+}
+
 FinalSweep Options::effective_final_sweep() const {
   if (final_sweep_ != FinalSweep::Default) return final_sweep_;
   return convention_ == Convention::XBraid ? FinalSweep::F : FinalSweep::None;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "seed_scope.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::models {
@@ -12,7 +13,7 @@ namespace weft::models {
 OpenLayer parse_open_layer(const std::string& name) {
   if (name == "conv") return OpenLayer::Conv;
   if (name == "copy") return OpenLayer::Copy;
-  throw InvalidOption("option --open: '" + name + "' is invalid; accepted: conv, copy");
+  throw InvalidOption("ImageResNet", "open", "'" + name + "' is invalid; accepted: conv, copy");
 }
 
 std::string to_string(OpenLayer open) {
@@ -20,23 +21,6 @@ std::string to_string(OpenLayer open) {
 }
 
 namespace {
-
-// Parameters of a layer come from their own seed, whichever rank builds the layer; the global
-// generator's state is restored afterwards so that building a layer does not disturb the caller.
-class SeedScope {
- public:
-  explicit SeedScope(std::uint64_t seed)
-      : generator_(at::detail::getDefaultCPUGenerator()), saved_(generator_.get_state()) {
-    torch::manual_seed(seed);
-  }
-  ~SeedScope() { generator_.set_state(saved_); }
-  SeedScope(const SeedScope&) = delete;
-  SeedScope& operator=(const SeedScope&) = delete;
-
- private:
-  at::Generator generator_;
-  torch::Tensor saved_;
-};
 
 constexpr std::uint64_t kOpenTag = 0x6f70656eULL;  // distinct seed streams per layer role
 constexpr std::uint64_t kCloseTag = 0x636c6f73ULL;
@@ -50,8 +34,8 @@ torch::nn::Conv2d conv3x3(int in, int out) {
 nn::Network image_resnet(const ImageResNetSpec& spec) {
   auto positive = [](long long v, const char* what) {
     if (v < 1)
-      throw InvalidOption(std::string("option --") + what + ": " + std::to_string(v) +
-                          " is invalid; accepted: an integer >= 1");
+      throw InvalidOption("ImageResNet", what,
+                          std::to_string(v) + " is invalid; accepted: an integer >= 1");
   };
   positive(spec.channels, "channels");
   positive(spec.steps, "steps");
@@ -60,8 +44,8 @@ nn::Network image_resnet(const ImageResNetSpec& spec) {
   positive(spec.hidden, "hidden");
   positive(spec.classes, "classes");
   if (!(spec.t_final > 0) || !std::isfinite(spec.t_final))
-    throw InvalidOption("option --T: " + number_text(spec.t_final) +
-                        " is invalid; accepted: a finite number > 0");
+    throw InvalidOption("ImageResNet", "t_final",
+                        number_text(spec.t_final) + " is invalid; accepted: a finite number > 0");
 
   nn::Network net;
   net.steps = spec.steps;
@@ -69,13 +53,13 @@ nn::Network image_resnet(const ImageResNetSpec& spec) {
   const int c = spec.channels;
   const std::uint64_t seed = spec.seed;
   net.step = [c, seed](std::int64_t n) -> nn::Layer {
-    SeedScope scope(seed * 1000003ULL + static_cast<std::uint64_t>(n));
+    detail::SeedScope scope(seed * 1000003ULL + static_cast<std::uint64_t>(n));
     return torch::nn::Sequential(conv3x3(c, c), torch::nn::ReLU(), conv3x3(c, c),
                                  torch::nn::ReLU());
   };
   if (spec.open == OpenLayer::Conv) {
     net.open = [c, seed]() -> nn::Layer {
-      SeedScope scope(seed ^ kOpenTag);
+      detail::SeedScope scope(seed ^ kOpenTag);
       return torch::nn::Sequential(conv3x3(1, c), torch::nn::ReLU());
     };
   } else {
@@ -88,7 +72,7 @@ nn::Network image_resnet(const ImageResNetSpec& spec) {
   const std::int64_t features = c * spec.height * spec.width;
   const int hidden = spec.hidden, classes = spec.classes;
   net.close = [features, hidden, classes, seed]() -> nn::Layer {
-    SeedScope scope(seed ^ kCloseTag);
+    detail::SeedScope scope(seed ^ kCloseTag);
     return torch::nn::Sequential(torch::nn::Flatten(), torch::nn::Linear(features, hidden),
                                  torch::nn::ReLU(), torch::nn::Linear(hidden, classes));
   };

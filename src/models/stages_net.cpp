@@ -19,32 +19,32 @@ torch::nn::Conv2d conv3x3(std::int64_t in, std::int64_t out, std::int64_t stride
   return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1));
 }
 
-void check(bool ok, const std::string& what) {
-  if (!ok) throw InvalidOption("stages network: " + what);
+void check(bool ok, const std::string& option, const std::string& detail) {
+  if (!ok) throw InvalidOption("StagesNet", option, detail);
 }
 }  // namespace
 
 nn::Network stages_net(const StagesNetSpec& spec) {
   const size_t stages = spec.channels.size();
-  check(stages >= 1, "channels: need at least one stage");
-  check(spec.steps.size() == stages,
-        "channels lists " + std::to_string(stages) + " stages but steps lists " +
-            std::to_string(spec.steps.size()) + "; give one value per stage in each");
+  check(stages >= 1, "channels", "is empty; need at least one stage");
+  check(spec.steps.size() == stages, "steps",
+        "lists " + std::to_string(spec.steps.size()) + " stages but channels lists " +
+            std::to_string(stages) + "; give one value per stage in each");
   for (size_t s = 0; s < stages; ++s) {
-    check(spec.channels[s] >= 1 && spec.channels[s] <= 4096,
-          "channels: " + std::to_string(spec.channels[s]) + " is invalid; accepted: 1..4096");
-    check(spec.steps[s] >= 1, "steps: " + std::to_string(spec.steps[s]) +
-                                  " is invalid; accepted: an integer >= 1 per stage");
+    check(spec.channels[s] >= 1 && spec.channels[s] <= 4096, "channels",
+          std::to_string(spec.channels[s]) + " is invalid; accepted: 1..4096");
+    check(spec.steps[s] >= 1, "steps",
+          std::to_string(spec.steps[s]) + " is invalid; accepted: an integer >= 1 per stage");
   }
-  check(spec.t_final > 0 && std::isfinite(spec.t_final),
-        "t_final: " + number_text(spec.t_final) + " is invalid; accepted: a finite number > 0");
-  check(spec.dropout >= 0 && spec.dropout < 1,
-        "dropout: " + number_text(spec.dropout) + " is invalid; accepted: a rate in [0, 1)");
-  check(spec.classes >= 1, "classes: need at least 1");
+  check(spec.t_final > 0 && std::isfinite(spec.t_final), "t_final",
+        number_text(spec.t_final) + " is invalid; accepted: a finite number > 0");
+  check(spec.dropout >= 0 && spec.dropout < 1, "dropout",
+        number_text(spec.dropout) + " is invalid; accepted: a rate in [0, 1)");
+  check(spec.classes >= 1, "classes", "is " + std::to_string(spec.classes) + "; need at least 1");
   std::int64_t side = std::min(spec.height, spec.width);
   for (size_t s = 1; s < stages; ++s) side = (side + 1) / 2;
-  check(spec.height >= 1 && spec.width >= 1 && (stages == 1 || side >= 1),
-        "images of " + std::to_string(spec.height) + "x" + std::to_string(spec.width) +
+  check(spec.height >= 1 && spec.width >= 1 && (stages == 1 || side >= 1), "height/width",
+        "of " + std::to_string(spec.height) + "x" + std::to_string(spec.width) +
             " are too small for " + std::to_string(stages) + " stages");
 
   const bool bn = spec.batchnorm;

@@ -133,7 +133,7 @@ TEST(PetscHeat2D, SpaceRanksMustDivideTheRankCount) {
   const int p = world_size();
   EXPECT_THROW(problems::split_space_time(MPI_COMM_WORLD, p + 1), InvalidOption);
   EXPECT_TRUE(problems::petsc_available());
-  EXPECT_NO_THROW(problems::require_petsc("--space-ranks", "2"));
+  EXPECT_NO_THROW(problems::require_petsc("PetscHeat2D", "space_ranks", "2"));
   EXPECT_THROW(problems::KspSettings::parse("gmres"), InvalidOption);
 }
 

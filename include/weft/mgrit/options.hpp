@@ -199,6 +199,14 @@ class Options {
   InitialPhase initial_phase() const { return initial_phase_; }
   /// The initial phase with Default resolved through the convention.
   InitialPhase effective_initial_phase() const;
+  /// Whether the coarsest level of a `levels`-level hierarchy is solved by one sequential sweep
+  /// (the default, and always with a single level) rather than relaxed.
+  bool coarsest_solved_sequentially(int levels) const {
+    return levels == 1 || !relax_only_coarsest_;
+  }
+  /// Sweeps on a relaxation-only coarsest level `level`: a count given for that very level wins
+  /// over nrelax_coarsest(), which wins over the level's nrelax.
+  int coarsest_sweeps(int level) const;
   InitialGuess initial_guess() const { return initial_guess_; }
   Storage storage_at(int level) const { return storage_.at(level); }
   FinalSweep final_sweep() const { return final_sweep_; }

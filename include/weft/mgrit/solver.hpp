@@ -104,7 +104,7 @@ class Solver {
   int coarsest() const { return static_cast<int>(levels_.size()) - 1; }
   bool xbraid() const { return options_.convention() == Convention::XBraid; }
   bool solved_sequentially(int l) const {
-    return l == coarsest() && (!options_.relax_only_coarsest() || coarsest() == 0);
+    return l == coarsest() && options_.coarsest_solved_sequentially(coarsest() + 1);
   }
   index_t user_index(const Level& L, index_t i) const {
     const index_t f = L.grid->fine[static_cast<size_t>(i)];
@@ -564,10 +564,7 @@ void Solver<App>::coarse_solve() {
     sweep(l, sw);
     return;
   }
-  // A sweep count given for this very level wins over the coarsest-level default.
-  const bool own = options_.nrelax_levels().overrides().count(l) > 0;
-  const int n =
-      !own && options_.nrelax_coarsest() >= 0 ? options_.nrelax_coarsest() : options_.nrelax_at(l);
+  const int n = options_.coarsest_sweeps(l);
   if (xbraid()) {
     for (int i = 0; i < n; ++i) {
       f_relax(l);

@@ -26,7 +26,7 @@ struct StagesNetSpec {
   std::uint64_t seed = 0;
 };
 
-/// Throws weft::InvalidOption naming the field ("stages network: channels ...") when the lists
+/// Throws weft::InvalidOption naming the field ("StagesNet: channels ...") when the lists
 /// differ in length or hold a value out of range, or the images are too small to halve.
 nn::Network stages_net(const StagesNetSpec& spec);
 

@@ -14,9 +14,26 @@ class Error : public std::runtime_error {
 };
 
 /// An option or argument outside what is accepted (exit code 2 in the CLI).
+///
+/// Library code names its own options, not a front end's flags: the three-argument form reads
+/// "OWNER: OPTION DETAIL", e.g. ("Heat1DSpaceTime", "nx", "'17,10' is invalid; accepted: ...").
+/// A front end that maps OPTION to a flag of its own rewrites the message from option() and
+/// detail() (the CLI: "option --nx: '17,10' is invalid; accepted: ...").
 class InvalidOption : public Error {
  public:
   using Error::Error;
+  InvalidOption(const std::string& owner, const std::string& option, const std::string& detail)
+      : Error(owner + ": " + option + " " + detail),
+        owner_(owner),
+        option_(option),
+        detail_(detail) {}
+  /// Empty for messages built from a single string.
+  const std::string& owner() const noexcept { return owner_; }
+  const std::string& option() const noexcept { return option_; }
+  const std::string& detail() const noexcept { return detail_; }
+
+ private:
+  std::string owner_, option_, detail_;
 };
 
 /// Missing, corrupt or inconsistent input data.

@@ -11,22 +11,24 @@ Advection1D::Advection1D(int nx, double speed, LevelList<Method> methods, double
                          InitialGuess guess)
     : nx_(nx), speed_(speed), methods_(std::move(methods)), t_start_(t_start), guess_(guess) {
   if (nx < 2)
-    throw InvalidOption("option --nx: '" + std::to_string(nx) +
-                        "' is invalid; accepted: an integer >= 2 (nodes on the periodic grid)");
+    throw InvalidOption("Advection1D", "nx",
+                        "'" + std::to_string(nx) +
+                            "' is invalid; accepted: an integer >= 2 (nodes on the periodic grid)");
   if (!std::isfinite(speed))
-    throw InvalidOption("option --speed: '" + number_text(speed) +
-                        "' is invalid; accepted: a finite number");
+    throw InvalidOption("Advection1D", "speed",
+                        "'" + number_text(speed) + "' is invalid; accepted: a finite number");
 }
 
 Advection1D::Method Advection1D::parse_method(const std::string& name) {
   if (name == "fe") return Method::ExplicitUpwind;
   if (name == "be") return Method::ImplicitUpwind;
-  throw InvalidOption("option --integrator: '" + name +
-                      "' is unknown; accepted: fe (explicit upwind), be (implicit upwind)");
+  throw InvalidOption(
+      "Advection1D", "integrator",
+      "'" + name + "' is unknown; accepted: fe (explicit upwind), be (implicit upwind)");
 }
 
 LevelList<Advection1D::Method> Advection1D::parse_methods(const std::string& text) {
-  return parse_level_list<Method>("--integrator", text, "fe, be", parse_method);
+  return parse_level_list<Method>("Advection1D", "integrator", text, "fe, be", parse_method);
 }
 
 double Advection1D::pulse(double x) const {

@@ -7,11 +7,11 @@ namespace weft::mgrit::problems {
 Brusselator::Method Brusselator::parse_method(const std::string& name) {
   if (name == "rk4") return Method::Rk4;
   if (name == "rk2") return Method::Rk2;
-  throw InvalidOption("option --integrator: '" + name + "' is unknown; accepted: rk4, rk2");
+  throw InvalidOption("Brusselator", "integrator", "'" + name + "' is unknown; accepted: rk4, rk2");
 }
 
 LevelList<Brusselator::Method> Brusselator::parse_methods(const std::string& text) {
-  return parse_level_list<Method>("--integrator", text, "rk4, rk2", parse_method);
+  return parse_level_list<Method>("Brusselator", "integrator", text, "rk4, rk2", parse_method);
 }
 
 void Brusselator::step(const State& in, State& out, double t0, double t1,

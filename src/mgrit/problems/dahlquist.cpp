@@ -9,7 +9,8 @@ Integrator parse_integrator(const std::string& name) {
   if (name == "fe") return Integrator::ForwardEuler;
   if (name == "tr") return Integrator::Trapezoid;
   if (name == "mr") return Integrator::ImplicitMidpoint;
-  throw InvalidOption("option --integrator: '" + name + "' is unknown; accepted: be, fe, tr, mr");
+  throw InvalidOption("Dahlquist", "integrator",
+                      "'" + name + "' is unknown; accepted: be, fe, tr, mr");
 }
 
 std::string to_string(Integrator integrator) {

@@ -3,7 +3,8 @@
 namespace weft::mgrit::problems {
 
 LevelList<Integrator> DahlquistLevels::parse_integrators(const std::string& text) {
-  return parse_level_list<Integrator>("--integrator", text, "be, fe, tr, mr", parse_integrator);
+  return parse_level_list<Integrator>("DahlquistLevels", "integrator", text, "be, fe, tr, mr",
+                                      parse_integrator);
 }
 
 double DahlquistLevels::amplification(double h, int level) const {

@@ -15,8 +15,9 @@ Heat1DPeriodic::Heat1DPeriodic(int nx, LevelList<Method> methods, double t_start
                                InitialGuess guess)
     : methods_(std::move(methods)), t_start_(t_start), guess_(guess) {
   if (nx < 3)
-    throw InvalidOption("option --nx: '" + std::to_string(nx) +
-                        "' is invalid; accepted: an integer >= 3 (nodes on the ring)");
+    throw InvalidOption(
+        "Heat1DPeriodic", "nx",
+        "'" + std::to_string(nx) + "' is invalid; accepted: an integer >= 3 (nodes on the ring)");
   dx_ = 1.0 / (nx - 1);
   for (int i = 0; i < nx; ++i) x_.push_back(i * dx_);
 }
@@ -24,11 +25,12 @@ Heat1DPeriodic::Heat1DPeriodic(int nx, LevelList<Method> methods, double t_start
 Heat1DPeriodic::Method Heat1DPeriodic::parse_method(const std::string& name) {
   if (name == "be") return Method::BackwardEuler;
   if (name == "cn") return Method::CrankNicolson;
-  throw InvalidOption("option --integrator: '" + name + "' is unknown; accepted: be, cn");
+  throw InvalidOption("Heat1DPeriodic", "integrator",
+                      "'" + name + "' is unknown; accepted: be, cn");
 }
 
 LevelList<Heat1DPeriodic::Method> Heat1DPeriodic::parse_methods(const std::string& text) {
-  return parse_level_list<Method>("--integrator", text, "be, cn", parse_method);
+  return parse_level_list<Method>("Heat1DPeriodic", "integrator", text, "be, cn", parse_method);
 }
 
 Heat1DPeriodic::State Heat1DPeriodic::init(double t) const {

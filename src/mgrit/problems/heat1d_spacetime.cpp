@@ -25,7 +25,7 @@ void check_nx(const std::vector<int>& nx) {
   const std::string text = list_text(nx);
   for (std::size_t l = 0; l < nx.size(); ++l) {
     if (nx[l] < 3)
-      invalid_value("--nx", text, kNxAccepted,
+      invalid_value("Heat1DSpaceTime", "nx", text, kNxAccepted,
                     "level " + std::to_string(l) + " has " + std::to_string(nx[l]) + " points");
     if (l == 0 || nx[l] == nx[l - 1]) continue;
     if ((nx[l - 1] - 1) % 2 != 0 || nx[l] - 1 != (nx[l - 1] - 1) / 2) {
@@ -33,7 +33,7 @@ void check_nx(const std::vector<int>& nx) {
                                      ? " or " + std::to_string((nx[l - 1] - 1) / 2 + 1)
                                      : " (its " + std::to_string(nx[l - 1] - 1) +
                                            " intervals are odd: it cannot be halved)";
-      invalid_value("--nx", text, kNxAccepted,
+      invalid_value("Heat1DSpaceTime", "nx", text, kNxAccepted,
                     "level " + std::to_string(l) + " has " + std::to_string(nx[l]) +
                         " points, but below " + std::to_string(nx[l - 1]) + " points only " +
                         std::to_string(nx[l - 1]) + halved + " can follow");
@@ -53,31 +53,34 @@ Heat1DSpaceTime::Heat1DSpaceTime(LevelList<int> nx, double x0, double x1, double
       guess_(guess) {
   check_nx(nx_.items());
   if (!(x1 > x0))
-    throw InvalidOption("options --x0, --x1: [" + number_text(x0) + ", " + number_text(x1) +
-                        "] is invalid; accepted: x0 < x1");
+    throw InvalidOption("Heat1DSpaceTime", "x1",
+                        "'" + number_text(x1) + "' is invalid: not above x0 (" + number_text(x0) +
+                            "); accepted: x0 < x1");
   if (!(kappa > 0.0) || !std::isfinite(kappa))
-    throw InvalidOption("option --kappa: '" + number_text(kappa) +
-                        "' is invalid; accepted: a finite number > 0");
+    throw InvalidOption("Heat1DSpaceTime", "kappa",
+                        "'" + number_text(kappa) + "' is invalid; accepted: a finite number > 0");
 }
 
 Heat1DSpaceTime::Method Heat1DSpaceTime::parse_method(const std::string& name) {
   if (name == "be") return Method::BackwardEuler;
   if (name == "cn") return Method::CrankNicolson;
-  throw InvalidOption("option --integrator: '" + name + "' is unknown; accepted: be, cn");
+  throw InvalidOption("Heat1DSpaceTime", "integrator",
+                      "'" + name + "' is unknown; accepted: be, cn");
 }
 
 LevelList<Heat1DSpaceTime::Method> Heat1DSpaceTime::parse_methods(const std::string& text) {
-  return parse_level_list<Method>("--integrator", text, "be, cn", parse_method);
+  return parse_level_list<Method>("Heat1DSpaceTime", "integrator", text, "be, cn", parse_method);
 }
 
 LevelList<int> Heat1DSpaceTime::parse_nx(const std::string& text) {
   std::vector<int> nx;
-  for (const std::string& item : split_list("--nx", text, kNxAccepted)) {
+  for (const std::string& item : split_list("Heat1DSpaceTime", "nx", text, kNxAccepted)) {
     char* end = nullptr;
     errno = 0;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (*end != '\0' || errno != 0 || v < 3 || v > (1L << 30))
-      invalid_value("--nx", text, kNxAccepted, "'" + item + "' is not an integer >= 3");
+      invalid_value("Heat1DSpaceTime", "nx", text, kNxAccepted,
+                    "'" + item + "' is not an integer >= 3");
     nx.push_back(static_cast<int>(v));
   }
   check_nx(nx);
@@ -85,8 +88,8 @@ LevelList<int> Heat1DSpaceTime::parse_nx(const std::string& text) {
 }
 
 void Heat1DSpaceTime::check_levels(int levels) const {
-  check_list_length("--nx", nx_.size(), levels);
-  check_list_length("--integrator", methods_.size(), levels);
+  check_list_length("Heat1DSpaceTime", "nx", nx_.size(), levels);
+  check_list_length("Heat1DSpaceTime", "integrator", methods_.size(), levels);
 }
 
 std::vector<double> Heat1DSpaceTime::x(int level) const {

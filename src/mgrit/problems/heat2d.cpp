@@ -9,17 +9,21 @@ namespace weft::mgrit::problems {
 
 void Heat2DGrid::validate() const {
   if (nx < 3)
-    throw InvalidOption("option --nx: '" + std::to_string(nx) +
-                        "' is invalid; accepted: an integer >= 3 (grid points incl. the boundary)");
+    throw InvalidOption(
+        "Heat2D", "nx",
+        "'" + std::to_string(nx) +
+            "' is invalid; accepted: an integer >= 3 (grid points incl. the boundary)");
   if (ny < 3)
-    throw InvalidOption("option --ny: '" + std::to_string(ny) +
-                        "' is invalid; accepted: an integer >= 3 (grid points incl. the boundary)");
+    throw InvalidOption(
+        "Heat2D", "ny",
+        "'" + std::to_string(ny) +
+            "' is invalid; accepted: an integer >= 3 (grid points incl. the boundary)");
   if (!(lx > 0.0) || !std::isfinite(lx))
-    throw InvalidOption("option --lx: '" + number_text(lx) +
-                        "' is invalid; accepted: a number > 0");
+    throw InvalidOption("Heat2D", "lx",
+                        "'" + number_text(lx) + "' is invalid; accepted: a number > 0");
   if (!(ly > 0.0) || !std::isfinite(ly))
-    throw InvalidOption("option --ly: '" + number_text(ly) +
-                        "' is invalid; accepted: a number > 0");
+    throw InvalidOption("Heat2D", "ly",
+                        "'" + number_text(ly) + "' is invalid; accepted: a number > 0");
 }
 
 Heat2D::Heat2D(Heat2DGrid grid, LevelList<Method> methods, double t_start, InitialGuess guess)
@@ -30,7 +34,7 @@ Heat2D::Heat2D(Heat2DGrid grid, LevelList<Method> methods, double t_start, Initi
 Heat2D::Method Heat2D::parse_method(const std::string& name) {
   if (name == "be") return Method::BackwardEuler;
   if (name == "cn") return Method::CrankNicolson;
-  throw InvalidOption("option --integrator: '" + name + "' is unknown; accepted: be, cn");
+  throw InvalidOption("Heat2D", "integrator", "'" + name + "' is unknown; accepted: be, cn");
 }
 
 std::string Heat2D::to_string(Method method) {
@@ -38,7 +42,7 @@ std::string Heat2D::to_string(Method method) {
 }
 
 LevelList<Heat2D::Method> Heat2D::parse_methods(const std::string& text) {
-  return parse_level_list<Method>("--integrator", text, "be, cn", parse_method);
+  return parse_level_list<Method>("Heat2D", "integrator", text, "be, cn", parse_method);
 }
 
 Heat2D::State Heat2D::init(double t) const {

@@ -10,8 +10,8 @@ namespace weft::mgrit::problems {
 
 InitialGuess InitialGuess::parse(const std::string& text) {
   auto fail = [&]() -> InvalidOption {
-    return InvalidOption("option --init: '" + text +
-                         "' is invalid; accepted: zero, value:X, random:SEED");
+    return InvalidOption("InitialGuess", "guess",
+                         "'" + text + "' is invalid; accepted: zero, value:X, random:SEED");
   };
   if (text == "zero") return zero();
   const auto colon = text.find(':');

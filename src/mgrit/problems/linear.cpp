@@ -9,7 +9,7 @@ namespace weft::mgrit::problems {
 LinearOde::Method LinearOde::parse_method(const std::string& name) {
   if (name == "be") return Method::BackwardEuler;
   if (name == "sdirk2") return Method::Sdirk2;
-  throw InvalidOption("option --integrator: '" + name + "' is unknown; accepted: be, sdirk2");
+  throw InvalidOption("LinearOde", "integrator", "'" + name + "' is unknown; accepted: be, sdirk2");
 }
 
 std::string LinearOde::to_string(Method method) {
@@ -17,7 +17,7 @@ std::string LinearOde::to_string(Method method) {
 }
 
 LevelList<LinearOde::Method> LinearOde::parse_methods(const std::string& text) {
-  return parse_level_list<Method>("--integrator", text, "be, sdirk2", parse_method);
+  return parse_level_list<Method>("LinearOde", "integrator", text, "be, sdirk2", parse_method);
 }
 
 void LinearOde::step(const State& in, State& out, double t0, double t1,

@@ -21,9 +21,10 @@ void petsc_check(PetscErrorCode code, const char* call) {
 KspSettings KspSettings::parse(const std::string& name) {
   if (name == "cg") return cg_jacobi();
   if (name == "lu") return redundant_lu();
-  throw InvalidOption("option --ksp: '" + name +
-                      "' is invalid; accepted: cg (CG + Jacobi, scalable), lu (redundant LU, "
-                      "the same arithmetic at every space rank count)");
+  throw InvalidOption("PetscHeat2D", "ksp",
+                      "'" + name +
+                          "' is invalid; accepted: cg (CG + Jacobi, scalable), lu (redundant LU, "
+                          "the same arithmetic at every space rank count)");
 }
 
 PetscSession::PetscSession() {

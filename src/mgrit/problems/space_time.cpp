@@ -16,10 +16,11 @@ std::string divisors(int n) {
 SpaceTimeComms split_space_time(MPI_Comm world, int space_ranks) {
   const int ranks = mpi::size(world), rank = mpi::rank(world);
   if (space_ranks < 1 || ranks % space_ranks != 0)
-    throw InvalidOption("option --space-ranks: '" + std::to_string(space_ranks) +
-                        "' is invalid: it does not divide the " + std::to_string(ranks) +
-                        (ranks == 1 ? " rank" : " ranks") + "; accepted: a divisor of the rank " +
-                        "count (" + divisors(ranks) + ")");
+    throw InvalidOption(
+        "SpaceTime", "space_ranks",
+        "'" + std::to_string(space_ranks) + "' is invalid: it does not divide the " +
+            std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") +
+            "; accepted: a divisor of the rank " + "count (" + divisors(ranks) + ")");
   SpaceTimeComms out;
   out.space_ranks = space_ranks;
   out.time_ranks = ranks / space_ranks;
@@ -44,12 +45,13 @@ bool petsc_available() {
 #endif
 }
 
-void require_petsc(const std::string& option, const std::string& value) {
+void require_petsc(const std::string& owner, const std::string& option, const std::string& value) {
   if (petsc_available()) return;
-  throw InvalidOption("option " + option + ": '" + value +
-                      "' is invalid: it needs PETSc, and this weft was built without it; "
-                      "accepted: values that need no PETSc (e.g. --space-ranks 1), or rebuild "
-                      "with PETSc (apt-get install petsc-dev, then re-run cmake)");
+  throw InvalidOption(owner, option,
+                      "'" + value +
+                          "' is invalid: it needs PETSc, and this weft was built without it; "
+                          "accepted: values that need no PETSc (one space rank), or rebuild "
+                          "with PETSc (apt-get install petsc-dev, then re-run cmake)");
 }
 
 }  // namespace weft::mgrit::problems

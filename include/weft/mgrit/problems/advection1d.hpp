@@ -40,7 +40,7 @@ class Advection1D : public VectorState {
   /// The pulse translated by a (t - t_start), periodically: the PDE's own solution.
   State exact(double t) const;
   void check_levels(int levels) const {
-    check_list_length("--integrator", methods_.size(), levels);
+    check_list_length("Advection1D", "integrator", methods_.size(), levels);
   }
 
  private:

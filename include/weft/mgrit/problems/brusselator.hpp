@@ -44,7 +44,7 @@ class Brusselator {
   }
 
   void check_levels(int levels) const {
-    check_list_length("--integrator", methods_.size(), levels);
+    check_list_length("Brusselator", "integrator", methods_.size(), levels);
   }
 
  private:

@@ -49,7 +49,7 @@ class DahlquistLevels {
 
   /// Throws weft::InvalidOption when the integrator list is longer than `levels`.
   void check_levels(int levels) const {
-    check_list_length("--integrator", integrators_.size(), levels);
+    check_list_length("DahlquistLevels", "integrator", integrators_.size(), levels);
   }
 
   double lambda() const { return lambda_; }

@@ -38,7 +38,7 @@ class Heat1DPeriodic : public VectorState {
   /// y = A u with the periodic stencil (1, -2, 1)/dx^2.
   void apply_laplacian(const State& u, State& y) const;
   void check_levels(int levels) const {
-    check_list_length("--integrator", methods_.size(), levels);
+    check_list_length("Heat1DPeriodic", "integrator", methods_.size(), levels);
   }
 
  private:

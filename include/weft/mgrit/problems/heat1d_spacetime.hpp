@@ -29,14 +29,15 @@ class Heat1DSpaceTime : public VectorState {
  public:
   enum class Method { BackwardEuler, CrankNicolson };
 
-  /// Throws weft::InvalidOption when a grid cannot be reached from the one above (option --nx).
+  /// Throws weft::InvalidOption when a grid cannot be reached from the one above ("Heat1DSpaceTime:
+  /// nx ...").
   Heat1DSpaceTime(LevelList<int> nx, double x0, double x1, double kappa, LevelList<Method> methods,
                   double t_start, InitialGuess guess);
 
   /// "be" or "cn".
   static Method parse_method(const std::string& name);
   static LevelList<Method> parse_methods(const std::string& text);
-  /// "33,17,9": grid points per level (option --nx); checks the halving rule.
+  /// "33,17,9": grid points per level (library option nx); checks the halving rule.
   static LevelList<int> parse_nx(const std::string& text);
 
   State init(double t) const;

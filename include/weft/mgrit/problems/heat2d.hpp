@@ -73,7 +73,7 @@ class Heat2D : public VectorState {
   /// y = Laplace(u) (5-point stencil, zero Dirichlet values).
   void apply_laplacian(const State& u, State& y) const;
   void check_levels(int levels) const {
-    check_list_length("--integrator", methods_.size(), levels);
+    check_list_length("Heat2D", "integrator", methods_.size(), levels);
   }
 
  private:

@@ -39,7 +39,7 @@ class LinearOde {
   double exact(double t) const;
 
   void check_levels(int levels) const {
-    check_list_length("--integrator", methods_.size(), levels);
+    check_list_length("LinearOde", "integrator", methods_.size(), levels);
   }
   const Parameters& parameters() const { return p_; }
   const LevelList<Method>& methods() const { return methods_; }

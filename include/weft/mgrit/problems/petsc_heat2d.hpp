@@ -91,7 +91,7 @@ struct KspSettings {
     s.pc = PCREDUNDANT;
     return s;
   }
-  /// "cg" (cg_jacobi) or "lu" (redundant_lu); throws weft::InvalidOption ("option --ksp").
+  /// "cg" (cg_jacobi) or "lu" (redundant_lu); throws weft::InvalidOption ("PetscHeat2D: ksp ...").
   static KspSettings parse(const std::string& name);
 };
 
@@ -128,7 +128,7 @@ class PetscHeat2D {
   long long ksp_iterations() const { return ksp_iterations_; }
   long long ksp_solves() const { return ksp_solves_; }
   void check_levels(int levels) const {
-    check_list_length("--integrator", methods_.size(), levels);
+    check_list_length("PetscHeat2D", "integrator", methods_.size(), levels);
   }
 
  private:

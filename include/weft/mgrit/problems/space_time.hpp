@@ -21,14 +21,15 @@ struct SpaceTimeComms {
   int time_rank = 0;     ///< this rank's time index, r / S
 };
 
-/// Splits `world` (collective). Throws weft::InvalidOption ("option --space-ranks: ...") unless
+/// Splits `world` (collective). Throws weft::InvalidOption ("SpaceTime: space_ranks ...") unless
 /// 1 <= space_ranks and space_ranks divides the size of `world`.
 SpaceTimeComms split_space_time(MPI_Comm world, int space_ranks);
 
 /// Whether this build of weft has the PETSc problems (library weft_petsc_problems).
 bool petsc_available();
 
-/// Throws weft::InvalidOption naming `option` and `value` when PETSc is absent from this build.
-void require_petsc(const std::string& option, const std::string& value);
+/// Throws weft::InvalidOption ("<owner>: <option> '<value>' ...") when PETSc is absent from this
+/// build.
+void require_petsc(const std::string& owner, const std::string& option, const std::string& value);
 
 }  // namespace weft::mgrit::problems
