@@ -2,15 +2,20 @@
 // The only file of the CLI that includes LibTorch.
 #include "training.hpp"
 
+#include "cli_support.hpp"
+
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -51,10 +56,19 @@ struct Dataset {
 };
 
 data::ImageSet read_split(const std::string& dir, data::Split split, std::int64_t limit) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw BadData("--data " + dir + " is a file, not a folder (expected a folder with " +
+                  data::images_file(split) + "[.gz] and " + data::labels_file(split) + "[.gz])");
   data::IdxOptions options;
   options.limit = limit;
-  return data::load_idx(dir + "/" + data::images_file(split), dir + "/" + data::labels_file(split),
-                        options);
+  const std::string images = dir + "/" + data::images_file(split);
+  data::ImageSet set = data::load_idx(images, dir + "/" + data::labels_file(split), options);
+  if (set.count == 0)
+    throw BadData(std::string(split == data::Split::Train ? "the training" : "the test") +
+                  " set is empty: " + images + "[.gz] holds no images");
+  return set;
 }
 
 Normalization measure(const data::ImageSet& set) {
@@ -100,13 +114,31 @@ json to_json(const ModelConfig& m) {
           {"seed", m.seed}};
 }
 
+ModelConfig model_from_json(const json& j);
+std::pair<std::int64_t, std::int64_t> image_size(const json& meta);
+
 // The metadata of a checkpoint, with every field the CLI relies on checked up front.
 json checkpoint_metadata(const std::string& dir) {
-  json meta = json::parse(nn::read_checkpoint_metadata(dir));
+  json meta;
+  try {
+    meta = json::parse(nn::read_checkpoint_metadata(dir));
+  } catch (const json::exception& e) {
+    throw BadData("checkpoint " + dir + ": the metadata is not valid JSON: " + e.what());
+  }
   for (const char* key : {"model", "image", "epoch", "normalization", "optimizer"})
     if (!meta.contains(key))
       throw BadData("checkpoint " + dir + ": the metadata has no '" + key +
                     "' (not written by weft train?)");
+  try {
+    model_from_json(meta.at("model"));
+    image_size(meta);
+    meta.at("epoch").get<int>();
+    meta.at("normalization").at("mean").get<double>();
+    meta.at("normalization").at("std").get<double>();
+    meta.at("optimizer").get<std::string>();
+  } catch (const json::exception& e) {
+    throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
+  }
   return meta;
 }
 
@@ -123,6 +155,83 @@ ModelConfig model_from_json(const json& j) {
   m.open = j.at("open").get<std::string>();
   m.seed = j.at("seed").get<std::uint64_t>();
   return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks before work
+
+// Memory this machine can still give (Linux MemAvailable; physical memory elsewhere).
+double available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024.0;
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 5) {
+    bytes /= 1000;
+    ++u;
+  }
+  return fmt::format("{:.3g} {}", bytes, units[u]);
+}
+
+// A lower bound of the memory the busiest rank needs, counted from the sizes alone: its step
+// layers' parameters with gradients and optimizer moments, the close layer (last rank), the
+// MGRIT states of its layers for a batch (forward state, adjoint, one saved activation per
+// layer), the same for an evaluation batch, and both data sets as float tensors. Refusing on
+// it is safe: the run would need at least this much.
+void check_memory(const TrainConfig& c, const data::ImageSet& train, const data::ImageSet& test,
+                  int ranks) {
+  const double C = c.model.channels, pixels = static_cast<double>(train.rows * train.cols);
+  const double layers = std::ceil(static_cast<double>(c.model.steps) / (c.serial ? 1 : ranks));
+  const double copies = c.optimizer == "adam" ? 4 : 3;  // value, gradient, moment(s)
+  const double params = 4.0 * copies * (layers * 2 * (9 * C * C + C) + C * pixels * 32 + 32 * 11);
+  const double batch = static_cast<double>(std::min<std::int64_t>(c.batch, train.count));
+  const double eval_batch =
+      static_cast<double>(std::min<std::int64_t>(std::max<std::int64_t>(c.batch, 500), test.count));
+  const double state = 4.0 * C * pixels;
+  const double states = state * (layers + 1) * (3 * batch + eval_batch);
+  const double sets = 4.0 * pixels * static_cast<double>(train.count + test.count);
+  const double need = params + states + sets;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int here = c.serial ? 1 : (local ? std::max(1, std::atoi(local)) : ranks);
+  const double have = available_bytes() / here;
+  if (need > have)
+    throw InvalidOption(fmt::format(
+        "--channels {} --steps {} --batch {} on {} rank(s) need about {} per rank (parameters "
+        "{}, states {}, data {}), more than the {} available per rank; use smaller values",
+        c.model.channels, c.model.steps, c.batch, c.serial ? 1 : ranks, bytes_text(need),
+        bytes_text(params), bytes_text(states), bytes_text(sets), bytes_text(have)));
+}
+
+// With --resume the checkpoint fixes the architecture, the seed and the optimizer: a flag that
+// names another value is refused, as is an --epochs that leaves nothing to train.
+void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::string& optimizer,
+                  int epoch) {
+  auto differs = [&](const char* flag, const std::string& given, const std::string& saved) {
+    if (c.given.count(flag) && given != saved)
+      throw InvalidOption(fmt::format(
+          "option {}: '{}' differs from the {} of checkpoint {}; with --resume leave it out "
+          "(the checkpoint fixes it) or start a new run",
+          flag, given, saved, c.resume_dir));
+  };
+  differs("--channels", std::to_string(c.model.channels), std::to_string(stored.channels));
+  differs("--steps", std::to_string(c.model.steps), std::to_string(stored.steps));
+  differs("--T", number_text(c.model.t_final), number_text(stored.t_final));
+  differs("--open", c.model.open, stored.open);
+  differs("--seed", std::to_string(c.model.seed), std::to_string(stored.seed));
+  differs("--optimizer", c.optimizer, optimizer);
+  if (c.epochs <= epoch)
+    throw InvalidOption(fmt::format(
+        "option --epochs: {} leaves nothing to train: checkpoint {} is at epoch {} (--epochs "
+        "counts from the start of the run; give more than {})",
+        c.epochs, c.resume_dir, epoch, epoch));
 }
 
 nn::Network make_network(const ModelConfig& m, const Dataset& like) {
@@ -360,34 +469,47 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   const int rank = mpi::rank(world), ranks = mpi::size(world);
   set_threads(c.threads, world);
 
+  // Every output is checked before any work; each check is agreed over all ranks.
+  if (!c.checkpoint_dir.empty())
+    mpi::collectively(world,
+                      [&]() { check_output_folder("--checkpoint", c.checkpoint_dir, rank); });
+  if (!c.metrics_path.empty())
+    mpi::collectively(world, [&]() {
+      if (rank == 0) check_output_file("--metrics", c.metrics_path);
+    });
+
   int start_epoch = 1;
   std::optional<Normalization> stored_norm;
   std::optional<std::pair<std::int64_t, std::int64_t>> stored_size;
-  json resumed_metrics = json::array();
   if (!c.resume_dir.empty()) {
-    const json meta = checkpoint_metadata(c.resume_dir);
-    c.model = model_from_json(meta.at("model"));
-    start_epoch = meta.at("epoch").get<int>() + 1;
-    stored_norm = Normalization{meta.at("normalization").at("mean").get<double>(),
-                                meta.at("normalization").at("std").get<double>()};
-    stored_size = image_size(meta);
-    if (meta.at("optimizer").get<std::string>() != c.optimizer)
-      throw InvalidOption("option --optimizer: '" + c.optimizer + "' differs from the '" +
-                          meta.at("optimizer").get<std::string>() + "' of checkpoint " +
-                          c.resume_dir);
+    mpi::collectively(world, [&]() {
+      const json meta = checkpoint_metadata(c.resume_dir);
+      const ModelConfig stored = model_from_json(meta.at("model"));
+      const int epoch = meta.at("epoch").get<int>();
+      check_resume(c, stored, meta.at("optimizer").get<std::string>(), epoch);
+      c.model = stored;
+      start_epoch = epoch + 1;
+      stored_norm = Normalization{meta.at("normalization").at("mean").get<double>(),
+                                  meta.at("normalization").at("std").get<double>()};
+      stored_size = image_size(meta);
+    });
   }
 
   // Every rank reads the (small) data set: the input rank needs the images, the output rank the
   // labels, and the batches must agree.
-  const data::ImageSet train_raw = read_split(c.data_dir, data::Split::Train, c.train_size);
-  const data::ImageSet test_raw = read_split(c.data_dir, data::Split::Test, c.test_size);
-  if (test_raw.rows != train_raw.rows || test_raw.cols != train_raw.cols)
-    throw BadData(fmt::format("wrong image size: test images are {}x{}, training images {}x{}",
-                              test_raw.rows, test_raw.cols, train_raw.rows, train_raw.cols));
-  if (stored_size && *stored_size != std::make_pair(train_raw.rows, train_raw.cols))
-    throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
-                              train_raw.rows, train_raw.cols, c.resume_dir, stored_size->first,
-                              stored_size->second));
+  data::ImageSet train_raw, test_raw;
+  mpi::collectively(world, [&]() {
+    train_raw = read_split(c.data_dir, data::Split::Train, c.train_size);
+    test_raw = read_split(c.data_dir, data::Split::Test, c.test_size);
+    if (test_raw.rows != train_raw.rows || test_raw.cols != train_raw.cols)
+      throw BadData(fmt::format("wrong image size: test images are {}x{}, training images {}x{}",
+                                test_raw.rows, test_raw.cols, train_raw.rows, train_raw.cols));
+    if (stored_size && *stored_size != std::make_pair(train_raw.rows, train_raw.cols))
+      throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
+                                train_raw.rows, train_raw.cols, c.resume_dir, stored_size->first,
+                                stored_size->second));
+    check_memory(c, train_raw, test_raw, ranks);
+  });
   const Normalization norm = stored_norm ? *stored_norm : measure(train_raw);
   const Dataset train = to_tensors(train_raw, norm), test = to_tensors(test_raw, norm);
 
@@ -430,10 +552,11 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     std::fflush(stdout);
   }
   std::ofstream metrics;
-  if (root && !c.metrics_path.empty()) {
+  mpi::collectively(comm, [&]() {
+    if (!root || c.metrics_path.empty()) return;
     metrics.open(c.metrics_path, start_epoch > 1 ? std::ios::app : std::ios::trunc);
     if (!metrics) throw BadData("cannot write --metrics file " + c.metrics_path);
-  }
+  });
 
   std::vector<std::int64_t> order(static_cast<size_t>(train.count()));
   for (int epoch = start_epoch; epoch <= c.epochs; ++epoch) {
@@ -519,35 +642,48 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
 
 int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   set_threads(c.threads, comm);
-  const json meta = checkpoint_metadata(c.resume_dir);
+  const bool root = mpi::rank(comm) == 0;
+  if (!c.json_path.empty())
+    mpi::collectively(comm, [&]() {
+      if (root) check_output_file("--json", c.json_path);
+    });
+  json meta;
+  data::ImageSet raw;
+  mpi::collectively(comm, [&]() {
+    meta = checkpoint_metadata(c.resume_dir);
+    raw = read_split(c.data_dir, data::Split::Test, c.test_size);
+    const auto size = image_size(meta);
+    if (size != std::make_pair(raw.rows, raw.cols))
+      throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
+                                raw.rows, raw.cols, c.resume_dir, size.first, size.second));
+  });
   const ModelConfig m = model_from_json(meta.at("model"));
   const Normalization norm{meta.at("normalization").at("mean").get<double>(),
                            meta.at("normalization").at("std").get<double>()};
-  const data::ImageSet raw = read_split(c.data_dir, data::Split::Test, c.test_size);
-  const auto size = image_size(meta);
-  if (size != std::make_pair(raw.rows, raw.cols))
-    throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
-                              raw.rows, raw.cols, c.resume_dir, size.first, size.second));
   const Dataset test = to_tensors(raw, norm);
   Model model(make_network(m, test), comm, false, nn::LayerParallelOptions::exact());
   nn::load_checkpoint(c.resume_dir, comm, model.module(), nullptr);
   const EvalOutcome ev = evaluate(model, test, c.batch, comm);
-  if (mpi::rank(comm) == 0) {
+  if (root) {
     std::printf("weft eval: checkpoint %s (epoch %d), %lld test images, %d rank(s)\n",
                 c.resume_dir.c_str(), meta.at("epoch").get<int>(),
                 static_cast<long long>(test.count()), mpi::size(comm));
     std::printf("test loss %.4f  accuracy %.4f\n", ev.loss, ev.accuracy);
     print_confusion(ev.confusion, 10);
-    if (!c.json_path.empty()) {
-      std::ofstream out(c.json_path);
-      if (!out) throw BadData("cannot write --json file " + c.json_path);
-      out << json{{"checkpoint", c.resume_dir}, {"epoch", meta.at("epoch")},
-                  {"test_loss", ev.loss},       {"test_accuracy", ev.accuracy},
-                  {"confusion", ev.confusion},  {"ranks", mpi::size(comm)}}
-                 .dump(1)
-          << "\n";
-    }
+    std::fflush(stdout);
   }
+  mpi::collectively(comm, [&]() {
+    if (!root || c.json_path.empty()) return;
+    std::ofstream out(c.json_path);
+    out << json{{"checkpoint", c.resume_dir}, {"epoch", meta.at("epoch")},
+                {"test_loss", ev.loss},       {"test_accuracy", ev.accuracy},
+                {"confusion", ev.confusion},  {"ranks", mpi::size(comm)}}
+               .dump(1)
+        << "\n";
+    out.flush();
+    if (!out)
+      throw BadData("cannot write --json file " + c.json_path + ": " + std::strerror(errno));
+  });
   return 0;
 }
 
