@@ -624,8 +624,12 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
           epoch, record["train_loss"].get<double>(), record["train_accuracy"].get<double>(),
           ev.loss, ev.accuracy, epoch_seconds, slowest[0], slowest[1], slowest[2]);
       std::fflush(stdout);
-      if (metrics.is_open()) metrics << record.dump() << "\n" << std::flush;
     }
+    mpi::collectively(comm, [&]() {
+      if (!metrics.is_open()) return;
+      metrics << record.dump() << "\n" << std::flush;
+      if (!metrics) throw BadData("cannot write --metrics file " + c.metrics_path);
+    });
     if (!c.checkpoint_dir.empty()) {
       const json meta = {
           {"model", to_json(c.model)},

@@ -110,6 +110,21 @@ TEST(Outputs, AreCheckedBeforeAnyWork) {
   EXPECT_EQ(r.out.find("test loss"), std::string::npos) << "evaluated before failing";
 }
 
+// A write that fails later (a full disk) on the one rank that writes is still one line.
+TEST(Outputs, AWriteThatFailsOnTheWritingRankEndsTheJobInOneLine) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  expect_one_line(weft(2, kQuick + "--epochs 1 --data " + data + " --metrics /dev/full", dir), 1,
+                  "cannot write --metrics file /dev/full");
+  const fs::path ck = dir / "ck";
+  ASSERT_EQ(
+      weft(1, kQuick + "--epochs 1 --data " + data + " --checkpoint " + ck.string(), dir).code, 0);
+  expect_one_line(
+      weft(2, "eval --data " + data + " --resume " + ck.string() + " --json /dev/full", dir), 1,
+      "cannot write --json file /dev/full");
+}
+
 // --- 3. resume is consistent ----------------------------------------------------------------
 
 TEST(Resume, RefusesFlagsThatDifferFromTheCheckpointAndEpochsWithNothingToTrain) {
