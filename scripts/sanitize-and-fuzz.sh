@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-sanitize
 seconds=${WEFT_FUZZ_SECONDS:-60}
-tests=(weft_unit_test weft_solver_test weft_pymgrit_semantics_test weft_reference_test
+tests=(weft_unit_test weft_solver_test weft_agree_test weft_pymgrit_semantics_test weft_reference_test
        weft_data_test weft_nn_test)
 fuzzers=(idx checkpoint)
 
