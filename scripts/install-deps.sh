@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config clang-format
+  clang libclang-rt-14-dev  # sanitizers and libFuzzer (scripts/sanitize-and-fuzz.sh)
   libopenmpi-dev openmpi-bin
   libtorch-dev
   libgtest-dev libgmock-dev libbenchmark-dev

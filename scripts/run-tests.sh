@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds weft and runs the whole test suite.
+# Installs the dependencies, builds weft and runs the whole test suite, then the sanitizer and
+# fuzzing checks (scripts/sanitize-and-fuzz.sh; WEFT_SKIP_SANITIZERS=1 leaves them out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -7,3 +8,7 @@ bash scripts/build.sh
 source scripts/mpi-env.sh
 cd build
 ctest --output-on-failure --timeout 600 -j 2
+cd ..
+if [[ "${WEFT_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  bash scripts/sanitize-and-fuzz.sh
+fi

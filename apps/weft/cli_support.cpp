@@ -4,8 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <system_error>
 
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
@@ -88,6 +92,47 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+namespace {
+namespace fs = std::filesystem;
+
+[[noreturn]] void unusable(const std::string& option, const std::string& path,
+                           const std::string& why) {
+  throw InvalidOption("option " + option + ": '" + path + "' cannot be used: " + why);
+}
+}  // namespace
+
+void check_output_file(const std::string& option, const std::string& path) {
+  std::error_code ec;
+  if (path.empty()) unusable(option, path, "empty path");
+  if (fs::is_directory(path, ec)) unusable(option, path, "it is a folder, not a file");
+  const fs::path parent =
+      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::is_directory(parent, ec))
+    unusable(option, path, "its folder " + parent.string() + " does not exist");
+  const bool existed = fs::exists(path, ec);
+  std::ofstream probe(path, std::ios::app);  // appending leaves an existing file as it was
+  const bool ok = static_cast<bool>(probe);
+  probe.close();
+  if (!existed) fs::remove(path, ec);
+  if (!ok)
+    unusable(option, path, "it cannot be written (" + std::string(std::strerror(errno)) + ")");
+}
+
+void check_output_folder(const std::string& option, const std::string& path, int rank) {
+  std::error_code ec;
+  if (path.empty()) unusable(option, path, "empty path");
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec))
+    unusable(option, path, "it is a file, not a folder");
+  fs::create_directories(path, ec);
+  if (ec) unusable(option, path, "the folder cannot be created (" + ec.message() + ")");
+  const fs::path probe_path = fs::path(path) / (".weft-write-test-" + std::to_string(rank));
+  std::ofstream probe(probe_path);
+  const bool ok = static_cast<bool>(probe << "weft\n" << std::flush);
+  probe.close();
+  fs::remove(probe_path, ec);
+  if (!ok) unusable(option, path, "the folder is not writable");
+}
+
 void report_error(const std::string& prefix, const std::string& message, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
@@ -101,9 +146,11 @@ void report_error(const std::string& prefix, const std::string& message, MPI_Com
 
 int run_guarded(const std::string& prefix, MPI_Comm comm, const std::function<int()>& body) {
   std::string what;
+  bool collective = false;
   try {
     return body();
   } catch (const InvalidOption& e) {
+    // Every rank parses the same arguments: a usage error is always collective.
     report_error(prefix, e.what(), comm);
     return kExitUsage;
   } catch (const Divergence& e) {
@@ -111,8 +158,14 @@ int run_guarded(const std::string& prefix, MPI_Comm comm, const std::function<in
     return kExitFailure;
   } catch (const std::exception& e) {
     what = e.what();
+    collective = dynamic_cast<const Collective*>(&e) != nullptr;
   } catch (...) {
     what = "unknown exception";
+  }
+  // On one rank every error is collective: no other rank can be left waiting.
+  if (collective || mpi::size(MPI_COMM_WORLD) == 1) {
+    report_error(prefix, what, comm);
+    return kExitFailure;
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

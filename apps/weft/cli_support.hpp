@@ -58,13 +58,24 @@ std::vector<int> parse_int_list(const std::string& option, const std::string& te
 /// Joins `items` with ", ".
 std::string join(const std::vector<std::string>& items);
 
+/// Checks, before any work, that a file named by `option` can be written: not a folder, in an
+/// existing folder, writable (an existing file is not changed). Throws weft::InvalidOption
+/// "option --NAME: 'PATH' cannot be used: REASON". Local: wrap it in weft::mpi::collectively
+/// when only some ranks check.
+void check_output_file(const std::string& option, const std::string& path);
+/// The same for a folder that every rank writes into: created when missing (with its parents),
+/// not a file, writable (probed with a file named after `rank`, then removed).
+void check_output_folder(const std::string& option, const std::string& path, int rank);
+
 /// Runs `body` on every rank of `comm` and maps what it throws to an exit code:
 ///   weft::InvalidOption -> rank 0 prints "PREFIX: <what>", every rank returns kExitUsage;
-///   weft::Divergence    -> rank 0 prints "PREFIX: <what>", every rank returns kExitFailure.
-/// Both are collective (every rank parses the same arguments; the residual is reduced over all
-/// ranks), so returning is safe. Anything else (MpiError, BadData, std::bad_alloc, an error on
-/// one rank only) prints "weft: rank R: <what>" on the rank that caught it and aborts
-/// MPI_COMM_WORLD with exit code 1, so that no rank waits forever.
+///   weft::Divergence    -> rank 0 prints "PREFIX: <what>", every rank returns kExitFailure;
+///   a weft::Collective error (every rank threw it, see weft::mpi::agree_or_throw), or any
+///   error on a one-rank job -> rank 0 prints "PREFIX: <what>", kExitFailure.
+/// The first two are collective (every rank parses the same arguments; the residual is reduced
+/// over all ranks), so returning is safe. Anything else (an error on one rank only) prints
+/// "weft: rank R: <what>" on the rank that caught it and aborts MPI_COMM_WORLD with exit code
+/// 1, so that no rank waits forever.
 int run_guarded(const std::string& prefix, MPI_Comm comm, const std::function<int()>& body);
 
 /// Prints one line (newlines in `message` become spaces) to stderr on rank 0 of `comm`.

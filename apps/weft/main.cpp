@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -43,6 +44,18 @@ int dispatch(int argc, char** argv) {
       if (c.app->parsed()) return "weft " + c.app->get_name();
     return "weft";
   };
+  // A first word that is no subcommand is named as such (CLI11 would call it an extra argument).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto& c : commands) names.push_back(c.app->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      weft::cli::report_error("weft",
+                              "unknown subcommand '" + std::string(argv[1]) +
+                                  "'; accepted: " + weft::cli::join(names) + " (see 'weft --help')",
+                              MPI_COMM_WORLD);
+      return weft::cli::kExitUsage;
+    }
+  }
   try {
     weft.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

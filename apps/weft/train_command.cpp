@@ -42,6 +42,13 @@ struct TrainDefaults {
   static constexpr const char* data_ranks = "1";
 };
 
+constexpr long long kMaxSteps = 1000000;
+
+// 0 = one thread per core shared among the ranks (the default).
+long long parse_threads(const std::string& text) {
+  return parse_integer("--threads", text, 0, "0 (cores / ranks) or an integer in [1, 1024]", 1024);
+}
+
 struct Flags {
   std::map<std::string, std::string> text;
   std::map<std::string, CLI::Option*> options;
@@ -93,10 +100,11 @@ TrainConfig resolve_train(const Flags& f) {
   using D = TrainDefaults;
   TrainConfig c;
   c.data_dir = f.get("--data", D::data);
-  c.model.channels = static_cast<int>(
-      parse_integer("--channels", f.get("--channels", D::channels), 1, "an integer >= 1"));
-  c.model.steps =
-      parse_integer("--steps", f.get("--steps", D::steps), 1, "an integer >= 1", 1LL << 40);
+  c.model.channels = static_cast<int>(parse_integer("--channels", f.get("--channels", D::channels),
+                                                    1, "an integer in [1, 65536]", 65536));
+  // Bounds far beyond any meaningful network; the memory estimate (training.cpp) does the rest.
+  c.model.steps = parse_integer("--steps", f.get("--steps", D::steps), 1,
+                                "an integer in [1, 1000000]", kMaxSteps);
   c.model.t_final = parse_number("--T", f.get("--T", D::T), "a number > 0");
   if (!(c.model.t_final > 0)) invalid_value("--T", f.get("--T", D::T), "a number > 0");
   const std::vector<std::string> kinds = {"resnet", "stages"};
@@ -151,8 +159,9 @@ TrainConfig resolve_train(const Flags& f) {
   c.momentum = parse_number("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
   if (c.momentum < 0 || c.momentum >= 1)
     invalid_value("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
-  c.threads = static_cast<int>(
-      parse_integer("--threads", f.get("--threads", "0"), 0, "0 (cores / ranks) or an integer"));
+  c.threads = static_cast<int>(parse_threads(f.get("--threads", "0")));
+  for (const char* flag : {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer"})
+    if (f.options.at(flag)->count() > 0) c.given.insert(flag);
   c.serial = f.serial;
   c.progress = !f.no_progress;
   c.metrics_path = f.get("--metrics", "");
@@ -206,7 +215,7 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--momentum", "X", fmt::format("SGD momentum (default {})", D::momentum));
   f->add(*cmd, "--seed", "INT",
          fmt::format("initialisation and shuffling seed (default {})", D::seed));
-  f->add(*cmd, "--threads", "INT", "torch threads per rank (default: cores / ranks)");
+  f->add(*cmd, "--threads", "INT", "torch threads per rank; 0 = cores / ranks (default 0)");
   for (const std::string dir : {"fwd", "bwd"}) {
     const std::string what = dir == "fwd" ? "forward" : "backward (adjoint)";
     f->add(
@@ -230,7 +239,9 @@ Subcommand add_train_command(CLI::App& weft) {
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
   f->add(*cmd, "--metrics", "PATH", "append one JSON line per epoch");
   f->add(*cmd, "--checkpoint", "DIR", "save model and optimizer after every epoch");
-  f->add(*cmd, "--resume", "DIR", "continue the run saved in DIR (architecture from DIR)");
+  f->add(*cmd, "--resume", "DIR",
+         "continue the run saved in DIR (architecture, seed and optimizer from DIR; "
+         "--epochs counts from the start of the run)");
   return Subcommand{cmd, [f](MPI_Comm comm) { return run_training(resolve_train(*f), comm); }};
 }
 
@@ -244,7 +255,7 @@ Subcommand add_eval_command(CLI::App& weft) {
          fmt::format("MNIST-format data folder (default {})", TrainDefaults::data));
   f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
   f->add(*cmd, "--batch", "INT", "evaluation batch size (default 500)");
-  f->add(*cmd, "--threads", "INT", "torch threads per rank (default: cores / ranks)");
+  f->add(*cmd, "--threads", "INT", "torch threads per rank; 0 = cores / ranks (default 0)");
   f->add(*cmd, "--json", "PATH", "write loss, accuracy and the confusion matrix as JSON");
   return Subcommand{cmd, [f](MPI_Comm comm) {
                       EvalConfig c;
@@ -256,8 +267,7 @@ Subcommand add_eval_command(CLI::App& weft) {
                         invalid_value("--test-size", "0", "-1 (all) or an integer >= 1");
                       c.batch =
                           parse_integer("--batch", f->get("--batch", "500"), 1, "an integer >= 1");
-                      c.threads = static_cast<int>(parse_integer(
-                          "--threads", f->get("--threads", "0"), 0, "an integer >= 0"));
+                      c.threads = static_cast<int>(parse_threads(f->get("--threads", "0")));
                       c.json_path = f->get("--json", "");
                       return run_evaluation(c, comm);
                     }};

@@ -2,16 +2,22 @@
 // The only file of the CLI that includes LibTorch.
 #include "training.hpp"
 
+#include "cli_support.hpp"
+#include "preflight.hpp"
+
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -54,10 +60,19 @@ struct Dataset {
 };
 
 data::ImageSet read_split(const std::string& dir, data::Split split, std::int64_t limit) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw BadData("--data " + dir + " is a file, not a folder (expected a folder with " +
+                  data::images_file(split) + "[.gz] and " + data::labels_file(split) + "[.gz])");
   data::IdxOptions options;
   options.limit = limit;
-  return data::load_idx(dir + "/" + data::images_file(split), dir + "/" + data::labels_file(split),
-                        options);
+  const std::string images = dir + "/" + data::images_file(split);
+  data::ImageSet set = data::load_idx(images, dir + "/" + data::labels_file(split), options);
+  if (set.count == 0)
+    throw BadData(std::string(split == data::Split::Train ? "the training" : "the test") +
+                  " set is empty: " + images + "[.gz] holds no images");
+  return set;
 }
 
 Normalization measure(const data::ImageSet& set) {
@@ -110,13 +125,31 @@ json to_json(const ModelConfig& m) {
   return j;
 }
 
+ModelConfig model_from_json(const json& j);
+std::pair<std::int64_t, std::int64_t> image_size(const json& meta);
+
 // The metadata of a checkpoint, with every field the CLI relies on checked up front.
 json checkpoint_metadata(const std::string& dir) {
-  json meta = json::parse(nn::read_checkpoint_metadata(dir));
+  json meta;
+  try {
+    meta = json::parse(nn::read_checkpoint_metadata(dir));
+  } catch (const json::exception& e) {
+    throw BadData("checkpoint " + dir + ": the metadata is not valid JSON: " + e.what());
+  }
   for (const char* key : {"model", "image", "epoch", "normalization", "optimizer"})
     if (!meta.contains(key))
       throw BadData("checkpoint " + dir + ": the metadata has no '" + key +
                     "' (not written by weft train?)");
+  try {
+    model_from_json(meta.at("model"));
+    image_size(meta);
+    meta.at("epoch").get<int>();
+    meta.at("normalization").at("mean").get<double>();
+    meta.at("normalization").at("std").get<double>();
+    meta.at("optimizer").get<std::string>();
+  } catch (const json::exception& e) {
+    throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
+  }
   return meta;
 }
 
@@ -434,46 +467,60 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   const int rank = mpi::rank(world), ranks = mpi::size(world);
   set_threads(c.threads, world);
 
+  const int replicas = c.serial ? 1 : c.data_ranks;
+  if (ranks % replicas != 0)  // every rank knows: checked before any work
+    throw InvalidOption(
+        fmt::format("option --data-ranks: '{}' is invalid (the {} ranks do not "
+                    "split into {} replicas); accepted: a divisor of the ranks",
+                    replicas, ranks, replicas));
+
+  // Every output is checked before any work; each check is agreed over all ranks.
+  if (!c.checkpoint_dir.empty())
+    mpi::collectively(world,
+                      [&]() { check_output_folder("--checkpoint", c.checkpoint_dir, rank); });
+  if (!c.metrics_path.empty())
+    mpi::collectively(world, [&]() {
+      if (rank == 0) check_output_file("--metrics", c.metrics_path);
+    });
+
   int start_epoch = 1;
   std::optional<Normalization> stored_norm;
   std::optional<std::pair<std::int64_t, std::int64_t>> stored_size;
-  json resumed_metrics = json::array();
   if (!c.resume_dir.empty()) {
-    const json meta = checkpoint_metadata(c.resume_dir);
-    c.model = model_from_json(meta.at("model"));
-    start_epoch = meta.at("epoch").get<int>() + 1;
-    stored_norm = Normalization{meta.at("normalization").at("mean").get<double>(),
-                                meta.at("normalization").at("std").get<double>()};
-    stored_size = image_size(meta);
-    if (meta.at("optimizer").get<std::string>() != c.optimizer)
-      throw InvalidOption("option --optimizer: '" + c.optimizer + "' differs from the '" +
-                          meta.at("optimizer").get<std::string>() + "' of checkpoint " +
-                          c.resume_dir);
+    mpi::collectively(world, [&]() {
+      const json meta = checkpoint_metadata(c.resume_dir);
+      const ModelConfig stored = model_from_json(meta.at("model"));
+      const int epoch = meta.at("epoch").get<int>();
+      check_resume(c, stored, meta.at("optimizer").get<std::string>(), epoch);
+      c.model = stored;
+      start_epoch = epoch + 1;
+      stored_norm = Normalization{meta.at("normalization").at("mean").get<double>(),
+                                  meta.at("normalization").at("std").get<double>()};
+      stored_size = image_size(meta);
+    });
   }
 
   // Every rank reads the (small) data set: the input rank needs the images, the output rank the
   // labels, and the batches must agree.
-  const data::ImageSet train_raw = read_split(c.data_dir, data::Split::Train, c.train_size);
-  const data::ImageSet test_raw = read_split(c.data_dir, data::Split::Test, c.test_size);
-  if (test_raw.rows != train_raw.rows || test_raw.cols != train_raw.cols)
-    throw BadData(fmt::format("wrong image size: test images are {}x{}, training images {}x{}",
-                              test_raw.rows, test_raw.cols, train_raw.rows, train_raw.cols));
-  if (stored_size && *stored_size != std::make_pair(train_raw.rows, train_raw.cols))
-    throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
-                              train_raw.rows, train_raw.cols, c.resume_dir, stored_size->first,
-                              stored_size->second));
+  data::ImageSet train_raw, test_raw;
+  mpi::collectively(world, [&]() {
+    train_raw = read_split(c.data_dir, data::Split::Train, c.train_size);
+    test_raw = read_split(c.data_dir, data::Split::Test, c.test_size);
+    if (test_raw.rows != train_raw.rows || test_raw.cols != train_raw.cols)
+      throw BadData(fmt::format("wrong image size: test images are {}x{}, training images {}x{}",
+                                test_raw.rows, test_raw.cols, train_raw.rows, train_raw.cols));
+    if (stored_size && *stored_size != std::make_pair(train_raw.rows, train_raw.cols))
+      throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
+                                train_raw.rows, train_raw.cols, c.resume_dir, stored_size->first,
+                                stored_size->second));
+    check_memory(c, train_raw, test_raw, ranks);
+  });
   const Normalization norm = stored_norm ? *stored_norm : measure(train_raw);
   const Dataset train = to_tensors(train_raw, norm), test = to_tensors(test_raw, norm);
 
   // --serial: the reference, plain LibTorch on rank 0; the other ranks have nothing to do.
   // --data-ranks D: D replicas of P/D layer-parallel ranks.
   MPI_Comm comm = world, data = MPI_COMM_NULL;
-  const int replicas = c.serial ? 1 : c.data_ranks;
-  if (ranks % replicas != 0)
-    throw InvalidOption(
-        fmt::format("option --data-ranks: '{}' is invalid (the {} ranks do not "
-                    "split into {} replicas); accepted: a divisor of the ranks",
-                    replicas, ranks, replicas));
   std::unique_ptr<nn::ReplicaGroups> groups;
   if (replicas > 1) {
     groups = std::make_unique<nn::ReplicaGroups>(world, replicas);
@@ -517,10 +564,11 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     std::fflush(stdout);
   }
   std::ofstream metrics;
-  if (root && !c.metrics_path.empty()) {
+  mpi::collectively(comm, [&]() {
+    if (!root || c.metrics_path.empty()) return;
     metrics.open(c.metrics_path, start_epoch > 1 ? std::ios::app : std::ios::trunc);
     if (!metrics) throw BadData("cannot write --metrics file " + c.metrics_path);
-  }
+  });
 
   std::vector<std::int64_t> order(static_cast<size_t>(train.count()));
   for (int epoch = start_epoch; epoch <= c.epochs; ++epoch) {
@@ -640,8 +688,12 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
           epoch, record["train_loss"].get<double>(), record["train_accuracy"].get<double>(),
           ev.loss, ev.accuracy, epoch_seconds, slowest[0], slowest[1], slowest[2]);
       std::fflush(stdout);
-      if (metrics.is_open()) metrics << record.dump() << "\n" << std::flush;
     }
+    mpi::collectively(comm, [&]() {
+      if (!metrics.is_open()) return;
+      metrics << record.dump() << "\n" << std::flush;
+      if (!metrics) throw BadData("cannot write --metrics file " + c.metrics_path);
+    });
     if (!c.checkpoint_dir.empty()) {
       const json meta = {
           {"model", to_json(c.model)},
@@ -662,35 +714,48 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
 
 int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   set_threads(c.threads, comm);
-  const json meta = checkpoint_metadata(c.resume_dir);
+  const bool root = mpi::rank(comm) == 0;
+  if (!c.json_path.empty())
+    mpi::collectively(comm, [&]() {
+      if (root) check_output_file("--json", c.json_path);
+    });
+  json meta;
+  data::ImageSet raw;
+  mpi::collectively(comm, [&]() {
+    meta = checkpoint_metadata(c.resume_dir);
+    raw = read_split(c.data_dir, data::Split::Test, c.test_size);
+    const auto size = image_size(meta);
+    if (size != std::make_pair(raw.rows, raw.cols))
+      throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
+                                raw.rows, raw.cols, c.resume_dir, size.first, size.second));
+  });
   const ModelConfig m = model_from_json(meta.at("model"));
   const Normalization norm{meta.at("normalization").at("mean").get<double>(),
                            meta.at("normalization").at("std").get<double>()};
-  const data::ImageSet raw = read_split(c.data_dir, data::Split::Test, c.test_size);
-  const auto size = image_size(meta);
-  if (size != std::make_pair(raw.rows, raw.cols))
-    throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
-                              raw.rows, raw.cols, c.resume_dir, size.first, size.second));
   const Dataset test = to_tensors(raw, norm);
   Model model(make_network(m, test), comm, MPI_COMM_NULL, false, nn::LayerParallelOptions::exact());
   nn::load_checkpoint(c.resume_dir, comm, model.module(), nullptr);
   const EvalOutcome ev = evaluate(model, test, c.batch, comm);
-  if (mpi::rank(comm) == 0) {
+  if (root) {
     std::printf("weft eval: checkpoint %s (epoch %d), %lld test images, %d rank(s)\n",
                 c.resume_dir.c_str(), meta.at("epoch").get<int>(),
                 static_cast<long long>(test.count()), mpi::size(comm));
     std::printf("test loss %.4f  accuracy %.4f\n", ev.loss, ev.accuracy);
     print_confusion(ev.confusion, 10);
-    if (!c.json_path.empty()) {
-      std::ofstream out(c.json_path);
-      if (!out) throw BadData("cannot write --json file " + c.json_path);
-      out << json{{"checkpoint", c.resume_dir}, {"epoch", meta.at("epoch")},
-                  {"test_loss", ev.loss},       {"test_accuracy", ev.accuracy},
-                  {"confusion", ev.confusion},  {"ranks", mpi::size(comm)}}
-                 .dump(1)
-          << "\n";
-    }
+    std::fflush(stdout);
   }
+  mpi::collectively(comm, [&]() {
+    if (!root || c.json_path.empty()) return;
+    std::ofstream out(c.json_path);
+    out << json{{"checkpoint", c.resume_dir}, {"epoch", meta.at("epoch")},
+                {"test_loss", ev.loss},       {"test_accuracy", ev.accuracy},
+                {"confusion", ev.confusion},  {"ranks", mpi::size(comm)}}
+               .dump(1)
+        << "\n";
+    out.flush();
+    if (!out)
+      throw BadData("cannot write --json file " + c.json_path + ": " + std::strerror(errno));
+  });
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct TrainConfig {
   std::string metrics_path;
   std::string checkpoint_dir;
   std::string resume_dir;
+  /// The flags given on the command line among those a checkpoint fixes (--channels, --steps,
+  /// --T, --open, --seed, --optimizer): with --resume each must match the checkpoint.
+  std::set<std::string> given;
   bool progress = true;
 };
 

@@ -63,12 +63,14 @@ class IdxFile {
   std::vector<std::uint8_t> read_body(std::int64_t items, std::int64_t item_bytes) {
     const auto total = static_cast<std::uint64_t>(items) * static_cast<std::uint64_t>(item_bytes);
     std::vector<std::uint8_t> out;
-    // Grow in steps, so that a header promising absurd sizes cannot make us allocate memory the
-    // file does not back; the MNIST pixel block (47 MB) still takes a single gzread.
-    constexpr std::uint64_t kStep = std::uint64_t{1} << 28;
+    // Grow in doubling steps (1 MiB up to 256 MiB), so that a header promising absurd sizes
+    // cannot make us allocate much more memory than the file backs.
+    constexpr std::uint64_t kMaxStep = std::uint64_t{1} << 28;
+    std::uint64_t step = std::uint64_t{1} << 20;
     while (out.size() < total) {
       const std::size_t old = out.size();
-      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(total - old, kStep));
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(total - old, step));
+      step = std::min(2 * step, kMaxStep);
       out.resize(old + want);
       const std::size_t got = read_some(out.data() + old, want);
       if (got < want) {
@@ -157,9 +159,9 @@ ImageSet image_shape(const IdxFile& f, const IdxOptions& o) {
     throw BadData(f.path() + ": wrong image size " + size + " (expected " +
                   (o.rows > 0 ? std::to_string(o.rows) : "any") + "x" +
                   (o.cols > 0 ? std::to_string(o.cols) : "any") + ")");
-  // Each size is < 2^32, so rows*cols fits; the total must fit in memory sizes too.
-  const std::int64_t image_bytes = s.rows * s.cols;
-  if (s.count > 0 && image_bytes > std::numeric_limits<std::int64_t>::max() / s.count)
+  // Each size is < 2^32, yet rows*cols may exceed 63 bits, and so may the total.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  if (s.rows > kMax / s.cols || (s.count > 0 && s.rows * s.cols > kMax / s.count))
     throw BadData(f.path() + ": header sizes too large: " + std::to_string(s.count) +
                   " images of " + size);
   return s;

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "tags.hpp"
-#include "weft/util/collective.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -224,7 +223,7 @@ void BatchSolve::find_shapes(const std::vector<std::int64_t>& shape0, torch::Dty
   shapes_.shape.assign(1, shape0);
   shapes_.dtype = dtype;
   shapes_.device = bank_.device();
-  mpi::agree_or_throw(comm_, [&] {
+  mpi::collectively(comm_, [&] {
     torch::NoGradGuard no_grad;
     for (int s = 0; s + 1 < chain_.stages(); ++s) {
       const std::int64_t t = chain_.transition_after(s);
@@ -252,7 +251,7 @@ void BatchSolve::find_shapes(const std::vector<std::int64_t>& shape0, torch::Dty
 }
 
 void BatchSolve::validate_layers() {
-  mpi::agree_or_throw(comm_, [&] {
+  mpi::collectively(comm_, [&] {
     torch::NoGradGuard no_grad;
     auto check = [&](Layer& layer, const std::string& name, const std::vector<std::int64_t>& in,
                      const std::vector<std::int64_t>* out) {
@@ -380,7 +379,7 @@ void BatchSolve::exchange_boundary() {
 
 std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
   // The terminal value λ_N and its health, from the output rank.
-  mpi::agree_or_throw(comm_, [&] {
+  mpi::collectively(comm_, [&] {
     if (rank_ != ranks_ - 1) return;
     const auto& expected = shape_of_point(chain_.layers());
     lambda_N_ = lambda_N.defined() ? lambda_N.detach() : torch::zeros(expected, shapes_.options());

@@ -2,6 +2,13 @@
 
 #include <torch/torch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,8 +28,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 constexpr const char* kFormat = "weft-checkpoint-1";
 
-std::string part_file(int rank) {
-  return "part-" + std::to_string(rank) + ".pt";
+// Parts carry the save number, so a save never overwrites a file the current manifest names.
+std::string part_file(long long generation, int rank) {
+  return "part-g" + std::to_string(generation) + "-r" + std::to_string(rank) + ".pt";
 }
 
 std::string state_key(const torch::Tensor& p) {
@@ -84,35 +92,82 @@ std::string all_gather_strings(const std::string& mine, MPI_Comm comm, int ranks
   return all;
 }
 
-// Runs `body` on every rank; if it throws anywhere, every rank throws (no rank is left waiting
-// in a later collective).
+// The first line of a LibTorch message (its stack trace stays out of ours).
+std::string torch_message(const c10::Error& e) {
+  std::string text = e.what_without_backtrace();
+  const auto newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(0, newline);
+}
+
+// Runs `body` on every rank; if it throws anywhere, every rank throws the same
+// weft::CollectiveError (weft::mpi::agree_or_throw): no rank is left waiting in a later
+// collective, and the job can end with one line.
 template <class Body>
 void collectively(MPI_Comm comm, const std::string& what, Body body) {
-  std::string error;
+  std::exception_ptr error;
   try {
     body();
+  } catch (const InvalidOption& e) {
+    error = std::make_exception_ptr(InvalidOption(what + ": " + e.what()));
+  } catch (const c10::Error& e) {
+    error = std::make_exception_ptr(BadData(what + ": " + torch_message(e)));
   } catch (const std::exception& e) {
-    error = e.what();
+    error = std::make_exception_ptr(BadData(what + ": " + e.what()));
   }
-  int failed = error.empty() ? 0 : 1, any = 0;
-  mpi::check(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
-  if (!any) return;
-  if (!error.empty()) throw BadData(what + " on " + mpi::where(comm) + ": " + error);
-  throw BadData(what + " failed on another rank");
+  mpi::agree_or_throw(comm, error);
+}
+
+// Makes a written file durable before the manifest names it.
+void sync_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw BadData("cannot reopen " + path.string() + ": " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw BadData("cannot sync " + path.string() + ": " + std::strerror(errno));
+}
+
+// Writes `text` (or a LibTorch archive) to `path`, checking every step: a full disk or a
+// failing device is an error here, not a short file found by the next load.
+template <class Write>
+void write_checked(const fs::path& path, Write write) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) throw BadData("cannot create " + path.string() + ": " + std::strerror(errno));
+    write(out);
+    out.flush();
+    if (!out) throw BadData("cannot write " + path.string() + ": " + std::strerror(errno));
+    out.close();
+    if (out.fail()) throw BadData("cannot close " + path.string() + ": " + std::strerror(errno));
+  }
+  sync_file(path);
+}
+
+// The save number of the checkpoint in `dir` (0 when there is none or it cannot be read).
+long long current_generation(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "manifest.json");
+  if (!in) return 0;
+  try {
+    return json::parse(in).value("generation", 0LL);
+  } catch (const json::exception&) {
+    return 0;
+  }
 }
 
 json read_manifest(const std::string& dir) {
   const fs::path path = fs::path(dir) / "manifest.json";
+  if (!fs::is_directory(dir)) throw BadData("checkpoint " + dir + " is not a folder");
   std::ifstream in(path);
   if (!in) throw BadData("checkpoint " + dir + ": missing file " + path.string());
   try {
     json m = json::parse(in);
-    if (m.value("format", "") != kFormat)
-      throw BadData("checkpoint " + dir + ": unknown format '" + m.value("format", "") +
-                    "' (expected " + kFormat + ")");
+    if (!m.is_object() || m.value("format", "") != kFormat)
+      throw BadData("checkpoint " + dir + ": " + path.string() +
+                    " has an unknown format (expected " + kFormat + ")");
+    if (!m.contains("parts") || !m.at("parts").is_array())
+      throw BadData("checkpoint " + dir + ": " + path.string() + " lists no parts");
     return m;
   } catch (const json::exception& e) {
-    throw BadData("checkpoint " + dir + ": manifest.json is not valid: " + e.what());
+    throw BadData("checkpoint " + dir + ": " + path.string() + " is not valid: " + e.what());
   }
 }
 
@@ -128,9 +183,17 @@ void save_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& m
     throw InvalidOption(std::string("checkpoint metadata is not JSON: ") + e.what());
   }
   if (optimizer) require_supported(*optimizer);
-  json keys = json::array();
-  collectively(comm, "saving checkpoint " + dir, [&]() {
+  const std::string failed = "saving checkpoint " + dir +
+                             " failed (the checkpoint saved there before, if any, is unchanged)";
+  // Every rank writes its part under the next save number, beside the current checkpoint.
+  long long generation = 0;
+  collectively(comm, failed, [&]() {
     fs::create_directories(dir);
+    if (rank == 0) generation = current_generation(dir) + 1;
+  });
+  mpi::check(MPI_Bcast(&generation, 1, MPI_LONG_LONG, 0, comm), "MPI_Bcast (checkpoint)");
+  json keys = json::array();
+  collectively(comm, failed, [&]() {
     torch::serialize::OutputArchive archive;
     torch::NoGradGuard no_grad;
     for (auto& [name, tensor] : named_tensors(module)) {
@@ -140,22 +203,38 @@ void save_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& m
       for (auto& [field, value] : optimizer_fields(*optimizer, tensor))
         archive.write("optim/" + name + "/" + field, value.detach().cpu());
     }
-    archive.save_to((fs::path(dir) / part_file(rank)).string());
+    write_checked(fs::path(dir) / part_file(generation, rank),
+                  [&](std::ostream& out) { archive.save_to(out); });
   });
   std::vector<std::string> all_keys;
   all_gather_strings(keys.dump(), comm, ranks, all_keys);
-  collectively(comm, "writing the checkpoint manifest in " + dir, [&]() {
+  // One rename switches the folder from the old checkpoint to the new one.
+  std::vector<std::string> files;
+  for (int r = 0; r < ranks; ++r) files.push_back(part_file(generation, r));
+  collectively(comm, failed, [&]() {
     if (rank != 0) return;
-    json manifest = {{"format", kFormat}, {"ranks", ranks}, {"metadata", metadata}};
+    json manifest = {
+        {"format", kFormat}, {"generation", generation}, {"ranks", ranks}, {"metadata", metadata}};
     json parts = json::array();
     for (int r = 0; r < ranks; ++r)
-      parts.push_back(
-          {{"file", part_file(r)}, {"keys", json::parse(all_keys[static_cast<size_t>(r)])}});
+      parts.push_back({{"file", files[static_cast<size_t>(r)]},
+                       {"keys", json::parse(all_keys[static_cast<size_t>(r)])}});
     manifest["parts"] = parts;
     const fs::path tmp = fs::path(dir) / "manifest.json.tmp";
-    std::ofstream(tmp) << manifest.dump(1) << "\n";
-    fs::rename(tmp, fs::path(dir) / "manifest.json");  // the manifest marks a complete save
+    write_checked(tmp, [&](std::ostream& out) { out << manifest.dump(1) << "\n"; });
+    fs::rename(tmp, fs::path(dir) / "manifest.json");
+    sync_file(dir);
   });
+  // The old parts are garbage now; removing them is tidying, not part of the save.
+  if (rank == 0) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      const bool part = name.rfind("part-", 0) == 0 && entry.path().extension() == ".pt";
+      if (part && std::find(files.begin(), files.end(), name) == files.end())
+        fs::remove(entry.path(), ec);
+    }
+  }
 }
 
 std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
@@ -173,51 +252,58 @@ std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Mo
       for (const auto& key : part.at("keys")) relevant = relevant || wanted.count(key) > 0;
       if (!relevant) continue;
       const std::string file = (fs::path(dir) / part.at("file").get<std::string>()).string();
-      if (!fs::exists(file)) throw BadData("checkpoint " + dir + ": missing file " + file);
+      if (!fs::exists(file)) throw BadData("missing file " + file);
       torch::serialize::InputArchive archive;
-      archive.load_from(file);
-      for (const auto& key_json : part.at("keys")) {
-        const std::string name = key_json.get<std::string>();
-        auto it = wanted.find(name);
-        if (it == wanted.end()) continue;
-        torch::Tensor stored;
-        archive.read("model/" + name, stored);
-        if (stored.sizes() != it->second.sizes())
-          throw BadData("checkpoint " + dir + ": '" + name + "' has shape " +
-                        c10::str(stored.sizes()) + ", the model expects " +
-                        c10::str(it->second.sizes()));
-        it->second.copy_(stored);
-        found.insert(name);
-        if (!optimizer) continue;
-        auto read = [&](const std::string& field) {
-          torch::Tensor t;
-          if (!archive.try_read("optim/" + name + "/" + field, t)) return torch::Tensor();
-          return t.to(it->second.device());
-        };
-        auto& state = optimizer->state();
-        if (dynamic_cast<torch::optim::SGD*>(optimizer)) {
-          torch::Tensor buffer = read("momentum_buffer");
-          if (!buffer.defined()) continue;
-          auto s = std::make_unique<torch::optim::SGDParamState>();
-          s->momentum_buffer(buffer);
-          state[state_key(it->second)] = std::move(s);
-        } else {
-          torch::Tensor step = read("step");
-          if (!step.defined()) continue;
-          auto s = std::make_unique<torch::optim::AdamParamState>();
-          s->step(step.item<int64_t>());
-          s->exp_avg(read("exp_avg"));
-          s->exp_avg_sq(read("exp_avg_sq"));
-          torch::Tensor max_sq = read("max_exp_avg_sq");
-          if (max_sq.defined()) s->max_exp_avg_sq(max_sq);
-          state[state_key(it->second)] = std::move(s);
+      try {
+        archive.load_from(file);
+      } catch (const c10::Error& e) {
+        throw BadData("part file " + file + " cannot be read: " + torch_message(e));
+      }
+      try {
+        for (const auto& key_json : part.at("keys")) {
+          const std::string name = key_json.get<std::string>();
+          auto it = wanted.find(name);
+          if (it == wanted.end()) continue;
+          torch::Tensor stored;
+          archive.read("model/" + name, stored);
+          if (stored.sizes() != it->second.sizes())
+            throw BadData("part file " + file + ": '" + name + "' has shape " +
+                          c10::str(stored.sizes()) + ", the model expects " +
+                          c10::str(it->second.sizes()));
+          it->second.copy_(stored);
+          found.insert(name);
+          if (!optimizer) continue;
+          auto read = [&](const std::string& field) {
+            torch::Tensor t;
+            if (!archive.try_read("optim/" + name + "/" + field, t)) return torch::Tensor();
+            return t.to(it->second.device());
+          };
+          auto& state = optimizer->state();
+          if (dynamic_cast<torch::optim::SGD*>(optimizer)) {
+            torch::Tensor buffer = read("momentum_buffer");
+            if (!buffer.defined()) continue;
+            auto s = std::make_unique<torch::optim::SGDParamState>();
+            s->momentum_buffer(buffer);
+            state[state_key(it->second)] = std::move(s);
+          } else {
+            torch::Tensor step = read("step");
+            if (!step.defined()) continue;
+            auto s = std::make_unique<torch::optim::AdamParamState>();
+            s->step(step.item<int64_t>());
+            s->exp_avg(read("exp_avg"));
+            s->exp_avg_sq(read("exp_avg_sq"));
+            torch::Tensor max_sq = read("max_exp_avg_sq");
+            if (max_sq.defined()) s->max_exp_avg_sq(max_sq);
+            state[state_key(it->second)] = std::move(s);
+          }
         }
+      } catch (const c10::Error& e) {
+        throw BadData("part file " + file + ": " + torch_message(e));
       }
     }
     for (const auto& [name, tensor] : wanted)
       if (!found.count(name))
-        throw BadData("checkpoint " + dir + ": no value for '" + name +
-                      "' (a checkpoint of a different network?)");
+        throw BadData("no value for '" + name + "' (a checkpoint of a different network?)");
   });
   return metadata;
 }

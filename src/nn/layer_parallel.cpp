@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core.hpp"
-#include "weft/util/collective.hpp"
 #include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
 
 namespace weft::nn {
 namespace detail {
@@ -147,7 +147,7 @@ torch::Tensor LayerParallelImpl::forward(const torch::Tensor& input) {
   // 1. x_0 = open(input) on the input rank, and its health, agreed by every rank.
   torch::Tensor x0;
   constexpr std::int64_t kMaxDims = 28;
-  mpi::agree_or_throw(c.comm.get(), [&] {
+  mpi::collectively(c.comm.get(), [&] {
     if (!owns_input()) return;
     if (!input.defined()) throw BadData("layer-parallel forward: the input on rank 0 is undefined");
     if (c.bank.open().is_empty()) {

@@ -12,8 +12,8 @@
 #include "core.hpp"
 #include "tags.hpp"
 #include "weft/nn/layer_parallel.hpp"
-#include "weft/util/collective.hpp"
 #include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
 
 namespace weft::nn {
 
@@ -189,7 +189,7 @@ void LayerParallelImpl::load_sequential(const SequentialNetwork& full, int root)
   if (root < 0 || root >= c.ranks)
     throw InvalidOption("load_sequential: root " + std::to_string(root) + " outside [0, " +
                         std::to_string(c.ranks) + ")");
-  mpi::agree_or_throw(c.comm.get(), [&] {
+  mpi::collectively(c.comm.get(), [&] {
     if (c.rank != root) return;
     if (full.is_empty())
       throw InvalidOption("load_sequential: the network on root rank " + std::to_string(root) +

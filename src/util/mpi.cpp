@@ -1,6 +1,7 @@
 #include "weft/util/mpi.hpp"
 
 #include <cstdlib>
+#include <new>
 #include <utility>
 
 #ifdef __linux__
@@ -85,6 +86,74 @@ Environment::~Environment() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
+}
+
+namespace {
+
+// The kinds agree_or_throw carries between ranks, in the order of their codes.
+enum class Kind : int { None = 0, Error, InvalidOption, BadData, MpiError, Divergence };
+
+Kind kind_of(const std::exception_ptr& error, std::string& message) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidOption& e) {
+    message = e.what();
+    return Kind::InvalidOption;
+  } catch (const BadData& e) {
+    message = e.what();
+    return Kind::BadData;
+  } catch (const MpiError& e) {
+    message = e.what();
+    return Kind::MpiError;
+  } catch (const Divergence& e) {
+    message = e.what();
+    return Kind::Divergence;
+  } catch (const std::bad_alloc&) {
+    message = "out of memory (std::bad_alloc)";
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "unknown exception";
+  }
+  return Kind::Error;
+}
+
+[[noreturn]] void throw_kind(Kind kind, const std::string& message) {
+  switch (kind) {
+    case Kind::InvalidOption:
+      throw CollectiveError<InvalidOption>(message);
+    case Kind::BadData:
+      throw CollectiveError<BadData>(message);
+    case Kind::MpiError:
+      throw CollectiveError<MpiError>(message);
+    case Kind::Divergence:
+      throw CollectiveError<Divergence>(message);
+    default:
+      throw CollectiveError<Error>(message);
+  }
+}
+
+}  // namespace
+
+void agree_or_throw(MPI_Comm comm, std::exception_ptr local_error) {
+  const int me = rank(comm), ranks = size(comm);
+  std::string message;
+  const Kind kind = local_error ? kind_of(local_error, message) : Kind::None;
+  // The lowest failing rank speaks for all: its rank number wins a MIN reduction.
+  // and a MIN over "failed" tells whether every rank failed (then no rank needs naming).
+  const int mine[2] = {kind == Kind::None ? ranks : me, kind == Kind::None ? 0 : 1};
+  int agreed[2] = {ranks, 0};
+  check(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (agree)");
+  const int speaker = agreed[0];
+  if (speaker == ranks) return;
+  int header[2] = {static_cast<int>(kind), static_cast<int>(message.size())};
+  check(MPI_Bcast(header, 2, MPI_INT, speaker, comm), "MPI_Bcast (agree)");
+  std::string text(static_cast<size_t>(header[1]), '\0');
+  if (me == speaker) text = message;
+  check(MPI_Bcast(text.data(), header[1], MPI_CHAR, speaker, comm), "MPI_Bcast (agree)");
+  if (agreed[1] == 0)
+    text = "rank " + std::to_string(speaker) + "/" + std::to_string(ranks) + ": " + text;
+  throw_kind(static_cast<Kind>(header[0]), text);
 }
 
 void abort_all(int code) {

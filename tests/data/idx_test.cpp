@@ -219,6 +219,13 @@ TEST_F(IdxTest, WrongNumberOfDimensions) {
   EXPECT_CONTAINS(msg, "wrong number of dimensions: 3");
 }
 
+// Found by fuzz/idx_fuzz.cpp: rows * cols of two sizes near 2^32 overflowed 63 bits.
+TEST_F(IdxTest, ImageSizesWhoseProductOverflowsAreTooLarge) {
+  write_plain(path("huge"), idx(kImagesMagic, {1, 0xffffffffu, 0xffffffffu}, Bytes{1, 2, 3}));
+  EXPECT_CONTAINS(bad_data([&] { weft::data::read_idx_images(path("huge").string()); }),
+                  "header sizes too large");
+}
+
 TEST_F(IdxTest, TruncatedData) {
   for (bool gz : {false, true}) {
     const auto write = gz ? write_gz : write_plain;

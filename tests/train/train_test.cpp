@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
+#include "tiny_data.hpp"
 
 namespace {
 
@@ -21,6 +22,9 @@ using weft::cli_test::Outcome;
 using weft::cli_test::slurp;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
+using weft::train_test::idx_header;
+using weft::train_test::tiny_dataset;
+using weft::train_test::write_file;
 
 const char* kData = "/usr/share/datasets/fashion-mnist";
 
@@ -140,37 +144,6 @@ TEST_F(Train, MultilevelFewIterationsStillLearns) {
 
 // ---------------------------------------------------------------------------------------------
 // Bad input: non-zero exit, the problem named, every rank done (no hang: ctest's timeout).
-
-void write_file(const fs::path& path, const std::vector<unsigned char>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-}
-
-std::vector<unsigned char> idx_header(std::uint32_t magic, const std::vector<std::uint32_t>& dims) {
-  std::vector<unsigned char> b;
-  auto put = [&](std::uint32_t v) {
-    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<unsigned char>(v >> s));
-  };
-  put(magic);
-  for (auto d : dims) put(d);
-  return b;
-}
-
-// A small MNIST-format folder with `n` images of rows x cols.
-fs::path tiny_dataset(const fs::path& dir, std::uint32_t rows, std::uint32_t cols,
-                      std::uint32_t n = 20) {
-  fs::create_directories(dir);
-  for (const char* split : {"train", "t10k"}) {
-    auto images = idx_header(0x803, {n, rows, cols});
-    images.resize(images.size() + n * rows * cols, 7);
-    write_file(dir / (std::string(split) + "-images-idx3-ubyte"), images);
-    auto labels = idx_header(0x801, {n});
-    for (std::uint32_t i = 0; i < n; ++i) labels.push_back(static_cast<unsigned char>(i % 10));
-    write_file(dir / (std::string(split) + "-labels-idx1-ubyte"), labels);
-  }
-  return dir;
-}
 
 void expect_failure(const Outcome& r, int code, const std::string& mentions) {
   EXPECT_EQ(r.code, code) << r.out << r.err;

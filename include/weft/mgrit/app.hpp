@@ -21,6 +21,9 @@
 //   void refine(const State& coarse, State& fine, int coarse_level);  spatial interpolation
 //       (without them every level uses the same spatial grid: plain copies)
 //   void observe(const State& u, double t, index_t index);    final fine-grid values
+//   State init(double t, int level);
+//       u(t_0) on `level`'s own spatial grid: in the PyMGRIT convention the nested phase starts
+//       each coarse level from it (without it, from the restricted fine value)
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -76,6 +79,12 @@ struct has_spatial<
                    decltype(std::declval<A&>().refine(std::declval<const typename A::State&>(),
                                                       std::declval<typename A::State&>(), 0))>>
     : std::true_type {};
+
+template <class A, class = void>
+struct has_level_init : std::false_type {};
+template <class A>
+struct has_level_init<A, std::void_t<decltype(std::declval<A&>().init(0.0, 0))>> : std::true_type {
+};
 
 template <class A, class = void>
 struct has_observe : std::false_type {};

@@ -388,9 +388,16 @@ void Solver<App>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& on_residual
   const auto& cp = L.grid->cpoints;
   const bool need_left = L.left >= 0 && needs_predecessor(L, sw, L.lo);
   const bool need_right = L.right >= 0 && needs_predecessor(L, sw, L.hi);
+  // The PyMGRIT convention relaxes C-points left to right: where two are adjacent (explicit
+  // levels), the second steps from the freshly relaxed first, also across a rank boundary, so
+  // such a last C-point is sent only once relaxed. XBraid's relaxation walks its intervals from
+  // the right, so there the second steps from the first one's old value (as below otherwise).
+  const bool chain_c = !xbraid() && sw.c == CAction::Relax;
+  const bool late_send =
+      chain_c && need_right && L.grid->is_cpoint(L.hi - 1) && L.grid->is_cpoint(L.hi);
   if (need_left) post_recv(L, l);
   bool sent = false;
-  if (need_right && known_at_start(L, sw, L.hi - 1)) {
+  if (need_right && !late_send && known_at_start(L, sw, L.hi - 1)) {
     send(L, l, u_at(L, L.hi - 1));
     sent = true;
   }
@@ -435,20 +442,31 @@ void Solver<App>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& on_residual
     const index_t jl = L.c_end - 1;
     const State* last = walk(L, l, &u_at(L, cp[static_cast<size_t>(jl)]),
                              cp[static_cast<size_t>(jl)], L.hi, sw, visit);
-    if (need_right && !sent) send(L, l, *last);
+    if (need_right && !sent && !late_send) send(L, l, *last);
     // Then, interval by interval toward the left: the interval ending at C-point c gives the
     // predecessor for c's action; c's own interval has already been walked from its old value.
+    // With chain_c, a run of adjacent C-points ending at c is acted on as a whole, left to right.
     for (index_t j = jl; j >= L.c_begin; --j) {
-      const index_t c = cp[static_cast<size_t>(j)];
+      index_t first = j;
+      while (chain_c && first > L.c_begin &&
+             cp[static_cast<size_t>(first - 1)] == cp[static_cast<size_t>(first)] - 1)
+        --first;
+      const index_t c_first = cp[static_cast<size_t>(first)];
       const State* prev = nullptr;
-      if (j > L.c_begin) {
-        const index_t c_prev = cp[static_cast<size_t>(j - 1)];
-        prev = walk(L, l, &u_at(L, c_prev), c_prev, c, sw, visit);
-      } else if (c > L.lo || need_left) {
-        prev = walk(L, l, from_left(), L.lo - 1, c, sw, visit);
+      if (first > L.c_begin) {
+        const index_t c_prev = cp[static_cast<size_t>(first - 1)];
+        prev = walk(L, l, &u_at(L, c_prev), c_prev, c_first, sw, visit);
+      } else if (c_first > L.lo || need_left) {
+        prev = walk(L, l, from_left(), L.lo - 1, c_first, sw, visit);
       }
-      if (c > 0 && sw.c != CAction::None) c_action(j, c, *prev);
-      visit(c, u_at(L, c));
+      for (index_t k = first; k <= j; ++k) {
+        const index_t c = cp[static_cast<size_t>(k)];
+        if (k > first) prev = &u_at(L, c - 1);
+        if (c > 0 && sw.c != CAction::None) c_action(k, c, *prev);
+        visit(c, u_at(L, c));
+        if (late_send && c == L.hi - 1) send(L, l, u_at(L, c));
+      }
+      j = first;
     }
   }
   finish_send(L);
@@ -633,6 +651,15 @@ void Solver<App>::skip_phase() {
 template <class App>
 void Solver<App>::nested_phase() {
   for (int l = 0; l < coarsest(); ++l) inject(l);
+  // PyMGRIT starts each coarse level from the App's initial value on that level's own grid
+  // (App::init(t, level)); XBraid, and Apps without it, keep the restricted fine value.
+  if constexpr (detail::has_level_init<App>::value) {
+    if (!xbraid())
+      for (int l = 1; l <= coarsest(); ++l) {
+        Level& L = levels_[static_cast<size_t>(l)];
+        if (!L.empty() && L.lo == 0) u_at(L, 0) = app_.init(L.grid->times[0], l);
+      }
+  }
   coarse_solve();
   for (int l = coarsest() - 1; l >= 0; --l) {
     assign_from_coarse(l + 1);

@@ -54,6 +54,22 @@ class Divergence : public Error {
   using Error::Error;
 };
 
+/// Marks an error that every rank of a communicator raised together, with the same kind and
+/// message (weft::mpi::agree_or_throw): the job can end with one line on one rank and the same
+/// exit code everywhere, without MPI_Abort. Catch the kind as usual; test for this marker with
+/// `dynamic_cast<const weft::Collective*>(&e)`.
+class Collective {
+ public:
+  virtual ~Collective() = default;
+};
+
+/// `Kind` (InvalidOption, BadData, ...) raised collectively.
+template <class Kind>
+class CollectiveError : public Kind, public Collective {
+ public:
+  using Kind::Kind;
+};
+
 /// A number as people read it in a message: shortest %g form ("1e-09", "0.456", "inf").
 inline std::string number_text(double value) {
   char buf[32];

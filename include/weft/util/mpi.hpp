@@ -2,6 +2,7 @@
 // Thin MPI helpers: error checking, rank/size queries and an owning communicator handle.
 #include <mpi.h>
 
+#include <exception>
 #include <string>
 
 #include "weft/util/error.hpp"
@@ -47,6 +48,27 @@ class Environment {
   Environment(const Environment&) = delete;
   Environment& operator=(const Environment&) = delete;
 };
+
+/// Collective over `comm`: makes a failure on any rank a failure on every rank. `local_error` is
+/// what this rank caught (null when it succeeded). When no rank failed it returns; otherwise
+/// every rank throws the same weft::CollectiveError<Kind> (kind and message of the lowest
+/// failing rank, the message prefixed with "rank r/P: " unless every rank failed), where Kind is
+/// that exception's weft kind (InvalidOption, BadData, MpiError, Divergence; anything else, e.g.
+/// std::bad_alloc, becomes weft::Error). Use it after work that may fail on some ranks only,
+/// before the next collective call, so that no rank waits for one that has given up.
+void agree_or_throw(MPI_Comm comm, std::exception_ptr local_error);
+
+/// Runs `body()` on every rank of `comm` and agrees on the outcome (agree_or_throw).
+template <class Body>
+void collectively(MPI_Comm comm, Body&& body) {
+  std::exception_ptr error;
+  try {
+    body();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree_or_throw(comm, error);
+}
 
 /// Aborts every rank of MPI_COMM_WORLD with `code` (never returns).
 [[noreturn]] void abort_all(int code);

@@ -111,6 +111,13 @@ Heat1DSpaceTime::State Heat1DSpaceTime::init(double t) const {
   return u;
 }
 
+Heat1DSpaceTime::State Heat1DSpaceTime::init(double t, int level) const {
+  const std::vector<double> xs = x(level);
+  State u(xs.size());
+  for (std::size_t i = 0; i < u.size(); ++i) u[i] = std::sin(kPi * xs[i]) * std::cos(t);
+  return u;
+}
+
 Heat1DSpaceTime::State Heat1DSpaceTime::exact(double t) const {
   const std::vector<double> xs = x(0);
   State u(xs.size());

@@ -41,6 +41,8 @@ class Heat1DSpaceTime : public VectorState {
   static LevelList<int> parse_nx(const std::string& text);
 
   State init(double t) const;
+  /// sin(pi x) cos t on `level`'s own grid: the level's initial value (PyMGRIT convention).
+  State init(double t, int level) const;
   void step(const State& in, State& out, double t0, double t1, const StepInfo& info);
 
   void coarsen(const State& fine, State& coarse, int fine_level) const;

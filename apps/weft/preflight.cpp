@@ -1,0 +1,116 @@
+// Checks of `weft train` that run before any work: the memory a run needs, and what --resume
+// may change. No LibTorch here: sizes are counted, nothing is allocated.
+#include "preflight.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "weft/util/error.hpp"
+
+namespace weft::cli {
+
+namespace {
+
+// Memory this machine can still give (Linux MemAvailable; physical memory elsewhere).
+double available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024.0;
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 5) {
+    bytes /= 1000;
+    ++u;
+  }
+  return fmt::format("{:.3g} {}", bytes, units[u]);
+}
+
+}  // namespace
+
+// A lower bound of the memory the busiest rank needs, counted from the sizes alone: its step
+// layers' parameters with gradients and optimizer moments, the close layer (last rank), the
+// MGRIT states of its layers for a batch (forward state, adjoint, one saved activation per
+// layer), the same for an evaluation batch, and both data sets as float tensors. Refusing on
+// it is safe: the run would need at least this much.
+void check_memory(const TrainConfig& c, const data::ImageSet& train, const data::ImageSet& test,
+                  int ranks) {
+  // The stages network: its first (full-resolution) stage's width for every layer, a lower
+  // bound as later stages trade resolution for channels.
+  const bool stages = c.model.kind == "stages";
+  std::int64_t chain = c.model.steps;
+  if (stages) {
+    chain = static_cast<std::int64_t>(c.model.stage_steps.size()) - 1;
+    for (std::int64_t n : c.model.stage_steps) chain += n;
+  }
+  const double C = static_cast<double>(stages ? c.model.stage_channels.front() : c.model.channels);
+  const double pixels = static_cast<double>(train.rows * train.cols);
+  const double layers = std::ceil(static_cast<double>(chain) / (c.serial ? 1 : ranks));
+  const double copies = c.optimizer == "adam" ? 4 : 3;  // value, gradient, moment(s)
+  const double params = 4.0 * copies * (layers * 2 * (9 * C * C + C) + C * pixels * 32 + 32 * 11);
+  const double batch = static_cast<double>(std::min<std::int64_t>(c.batch, train.count));
+  const double eval_batch =
+      static_cast<double>(std::min<std::int64_t>(std::max<std::int64_t>(c.batch, 500), test.count));
+  const double state = 4.0 * C * pixels;
+  const double states = state * (layers + 1) * (3 * batch + eval_batch);
+  const double sets = 4.0 * pixels * static_cast<double>(train.count + test.count);
+  const double need = params + states + sets;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int here = c.serial ? 1 : (local ? std::max(1, std::atoi(local)) : ranks);
+  const double have = available_bytes() / here;
+  if (need > have)
+    throw InvalidOption(fmt::format(
+        "--channels {} --steps {} --batch {} on {} rank(s) need about {} per rank (parameters "
+        "{}, states {}, data {}), more than the {} available per rank; use smaller values",
+        c.model.channels, c.model.steps, c.batch, c.serial ? 1 : ranks, bytes_text(need),
+        bytes_text(params), bytes_text(states), bytes_text(sets), bytes_text(have)));
+}
+
+// With --resume the checkpoint fixes the architecture, the seed and the optimizer: a flag that
+// names another value is refused, as is an --epochs that leaves nothing to train.
+void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::string& optimizer,
+                  int epoch) {
+  auto differs = [&](const char* flag, const std::string& given, const std::string& saved) {
+    if (c.given.count(flag) && given != saved)
+      throw InvalidOption(fmt::format(
+          "option {}: '{}' differs from the {} of checkpoint {}; with --resume leave it out "
+          "(the checkpoint fixes it) or start a new run",
+          flag, given, saved, c.resume_dir));
+  };
+  auto list = [](const std::vector<std::int64_t>& v) {
+    std::string text;
+    for (std::int64_t x : v) text += (text.empty() ? "" : ",") + std::to_string(x);
+    return text;
+  };
+  differs("--model", c.model.kind, stored.kind);
+  differs("--stage-channels", list(c.model.stage_channels), list(stored.stage_channels));
+  differs("--stage-steps", list(c.model.stage_steps), list(stored.stage_steps));
+  differs("--batchnorm", c.model.batchnorm ? "1" : "0", stored.batchnorm ? "1" : "0");
+  differs("--dropout", number_text(c.model.dropout), number_text(stored.dropout));
+  differs("--channels", std::to_string(c.model.channels), std::to_string(stored.channels));
+  differs("--steps", std::to_string(c.model.steps), std::to_string(stored.steps));
+  differs("--T", number_text(c.model.t_final), number_text(stored.t_final));
+  differs("--open", c.model.open, stored.open);
+  differs("--seed", std::to_string(c.model.seed), std::to_string(stored.seed));
+  differs("--optimizer", c.optimizer, optimizer);
+  if (c.epochs <= epoch)
+    throw InvalidOption(fmt::format(
+        "option --epochs: {} leaves nothing to train: checkpoint {} is at epoch {} (--epochs "
+        "counts from the start of the run; give more than {})",
+        c.epochs, c.resume_dir, epoch, epoch));
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,22 @@
+#pragma once
+// Checks of `weft train` that run before any work (preflight.cpp).
+#include <string>
+
+#include "training.hpp"
+#include "weft/data/idx.hpp"
+
+namespace weft::cli {
+
+/// Throws weft::InvalidOption naming --channels, --steps, --batch, the rank count and the
+/// estimate when a lower bound of the memory the busiest rank needs (parameters with gradients
+/// and optimizer moments, MGRIT states and saved activations of a training and an evaluation
+/// batch, the data as floats) exceeds this machine's available memory shared by its ranks.
+void check_memory(const TrainConfig& c, const data::ImageSet& train, const data::ImageSet& test,
+                  int ranks);
+
+/// With --resume: throws weft::InvalidOption for a flag in `c.given` whose value differs from
+/// the checkpoint's (`stored`, `optimizer`), and for --epochs not beyond the checkpoint's `epoch`.
+void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::string& optimizer,
+                  int epoch);
+
+}  // namespace weft::cli
