@@ -160,7 +160,9 @@ TrainConfig resolve_train(const Flags& f) {
   if (c.momentum < 0 || c.momentum >= 1)
     invalid_value("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
   c.threads = static_cast<int>(parse_threads(f.get("--threads", "0")));
-  for (const char* flag : {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer"})
+  for (const char* flag :
+       {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer", "--model",
+        "--stage-channels", "--stage-steps", "--batchnorm", "--dropout"})
     if (f.options.at(flag)->count() > 0) c.given.insert(flag);
   c.serial = f.serial;
   c.progress = !f.no_progress;
