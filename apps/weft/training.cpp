@@ -2,6 +2,9 @@
 // The only file of the CLI that includes LibTorch.
 #include "training.hpp"
 
+#include "model_config.hpp"
+#include "train_report.hpp"
+
 #include "cli_support.hpp"
 #include "preflight.hpp"
 
@@ -109,91 +112,6 @@ void set_threads(int requested, MPI_Comm comm) {
 
 // ---------------------------------------------------------------------------------------------
 // Model: the layer-parallel module, or the plain sequential network (--serial, rank 0 only)
-
-json to_json(const ModelConfig& m) {
-  json j = {{"kind", m.kind}, {"T", m.t_final}, {"seed", m.seed}};
-  if (m.kind == "stages") {
-    j["stage_channels"] = m.stage_channels;
-    j["stage_steps"] = m.stage_steps;
-    j["batchnorm"] = m.batchnorm;
-    j["dropout"] = m.dropout;
-  } else {
-    j["channels"] = m.channels;
-    j["steps"] = m.steps;
-    j["open"] = m.open;
-  }
-  return j;
-}
-
-ModelConfig model_from_json(const json& j);
-std::pair<std::int64_t, std::int64_t> image_size(const json& meta);
-
-// The metadata of a checkpoint, with every field the CLI relies on checked up front.
-json checkpoint_metadata(const std::string& dir) {
-  json meta;
-  try {
-    meta = json::parse(nn::read_checkpoint_metadata(dir));
-  } catch (const json::exception& e) {
-    throw BadData("checkpoint " + dir + ": the metadata is not valid JSON: " + e.what());
-  }
-  for (const char* key : {"model", "image", "epoch", "normalization", "optimizer"})
-    if (!meta.contains(key))
-      throw BadData("checkpoint " + dir + ": the metadata has no '" + key +
-                    "' (not written by weft train?)");
-  try {
-    model_from_json(meta.at("model"));
-    image_size(meta);
-    meta.at("epoch").get<int>();
-    meta.at("normalization").at("mean").get<double>();
-    meta.at("normalization").at("std").get<double>();
-    meta.at("optimizer").get<std::string>();
-  } catch (const json::exception& e) {
-    throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
-  }
-  return meta;
-}
-
-std::pair<std::int64_t, std::int64_t> image_size(const json& meta) {
-  return {meta.at("image").at("rows").get<std::int64_t>(),
-          meta.at("image").at("cols").get<std::int64_t>()};
-}
-
-ModelConfig model_from_json(const json& j) {
-  ModelConfig m;
-  m.kind = j.value("kind", std::string("resnet"));  // checkpoints from before stages existed
-  m.t_final = j.at("T").get<double>();
-  m.seed = j.at("seed").get<std::uint64_t>();
-  if (m.kind == "stages") {
-    m.stage_channels = j.at("stage_channels").get<std::vector<std::int64_t>>();
-    m.stage_steps = j.at("stage_steps").get<std::vector<std::int64_t>>();
-    m.batchnorm = j.at("batchnorm").get<bool>();
-    m.dropout = j.at("dropout").get<double>();
-  } else {
-    m.channels = j.at("channels").get<int>();
-    m.steps = j.at("steps").get<std::int64_t>();
-    m.open = j.at("open").get<std::string>();
-  }
-  return m;
-}
-
-std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols) {
-  if (m.kind == "stages") {
-    std::string text = "stages";
-    for (size_t s = 0; s < m.stage_channels.size(); ++s)
-      text += fmt::format("{} {}x(conv3x3{}-ReLU{}-conv3x3{}) at {} channels", s ? "," : "",
-                          m.stage_steps[s], m.batchnorm ? "-BN" : "",
-                          m.dropout > 0 ? fmt::format("-dropout {}", m.dropout) : "",
-                          m.batchnorm ? "-BN" : "", m.stage_channels[s]);
-    return text + fmt::format(
-                      "; transitions conv3x3 stride 2{}-ReLU; close global pooling-"
-                      "linear({}->10); T {} per stage; seed {}",
-                      m.batchnorm ? "-BN" : "", m.stage_channels.back(), m.t_final, m.seed);
-  }
-  return fmt::format(
-      "open {}, {} steps of conv3x3-ReLU-conv3x3-ReLU at {} channels, T {}, close "
-      "linear({}->32)-ReLU-linear(32->10); seed {}",
-      m.open, m.steps, m.channels, m.t_final, m.channels * rows * cols, m.seed);
-}
 
 nn::Network make_network(const ModelConfig& m, const Dataset& like) {
   if (m.kind == "stages") {
@@ -378,84 +296,6 @@ EvalOutcome evaluate(Model& model, const Dataset& test, std::int64_t batch, MPI_
   out.loss = loss / static_cast<double>(test.count());
   out.accuracy = correct / static_cast<double>(test.count());
   return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reporting
-
-// A rank started by Open MPI's mpirun writes into a pseudo-terminal even when mpirun's own
-// output goes to a file or a pipe; then mpirun's (the parent's) standard output decides.
-bool output_is_terminal() {
-  if (isatty(STDOUT_FILENO) == 0) return false;
-  if (!std::getenv("OMPI_COMM_WORLD_SIZE")) return true;
-  char target[256] = {};
-  const std::string link = "/proc/" + std::to_string(getppid()) + "/fd/1";
-  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
-  if (n <= 0) return true;  // cannot tell: keep the terminal's bar
-  const std::string path(target, static_cast<size_t>(n));
-  return path.rfind("/dev/pts/", 0) == 0 || path.rfind("/dev/tty", 0) == 0;
-}
-
-class Progress {
- public:
-  Progress(bool enabled, int epoch, std::int64_t total)
-      : enabled_(enabled),
-        tty_(output_is_terminal()),
-        epoch_(epoch),
-        total_(total),
-        start_(now()) {}
-  void update(std::int64_t done, double loss, double accuracy) {
-    if (!enabled_) return;
-    const double t = now();
-    const bool last = done >= total_;
-    if (tty_) {
-      if (!last && t - shown_ < 0.2) return;
-    } else if (!last && done < next_line_) {
-      return;
-    }
-    shown_ = t;
-    next_line_ = done + total_ / 5;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * done / std::max<std::int64_t>(1, total_));
-    const std::string bar = std::string(static_cast<size_t>(filled), '#') +
-                            std::string(static_cast<size_t>(kWidth - filled), '.');
-    const double rate = static_cast<double>(done) / std::max(1e-9, t - start_);
-    std::printf("%sepoch %d [%s] %lld/%lld  loss %.4f  acc %.4f  %.0f samples/s%s",
-                tty_ ? "\r" : "", epoch_, bar.c_str(), static_cast<long long>(done),
-                static_cast<long long>(total_), loss, accuracy, rate, tty_ && !last ? "" : "\n");
-    std::fflush(stdout);
-  }
-
- private:
-  bool enabled_, tty_;
-  int epoch_;
-  std::int64_t total_;
-  double start_, shown_ = 0;
-  std::int64_t next_line_ = 0;
-};
-
-// Mean over batches, skipping the first two (warm-up) when there are more.
-double steady_mean(const std::vector<double>& v) {
-  const size_t skip = v.size() > 2 ? 2 : 0;
-  if (v.size() == skip) return 0;
-  return std::accumulate(v.begin() + static_cast<long>(skip), v.end(), 0.0) /
-         static_cast<double>(v.size() - skip);
-}
-
-json optional_number(const std::optional<double>& v) {
-  return v ? json(*v) : json(nullptr);
-}
-
-void print_confusion(const std::vector<std::int64_t>& confusion, int classes) {
-  std::printf("confusion matrix (rows: true label, columns: predicted)\n      ");
-  for (int c = 0; c < classes; ++c) std::printf("%6d", c);
-  std::printf("\n");
-  for (int r = 0; r < classes; ++r) {
-    std::printf("%6d", r);
-    for (int c = 0; c < classes; ++c)
-      std::printf("%6lld", static_cast<long long>(confusion[static_cast<size_t>(r * classes + c)]));
-    std::printf("\n");
-  }
 }
 
 }  // namespace

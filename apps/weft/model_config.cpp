@@ -1,0 +1,93 @@
+#include "model_config.hpp"
+
+#include <fmt/format.h>
+
+#include "weft/nn/checkpoint.hpp"
+#include "weft/util/error.hpp"
+
+namespace weft::cli {
+
+using json = nlohmann::json;
+
+json to_json(const ModelConfig& m) {
+  json j = {{"kind", m.kind}, {"T", m.t_final}, {"seed", m.seed}};
+  if (m.kind == "stages") {
+    j["stage_channels"] = m.stage_channels;
+    j["stage_steps"] = m.stage_steps;
+    j["batchnorm"] = m.batchnorm;
+    j["dropout"] = m.dropout;
+  } else {
+    j["channels"] = m.channels;
+    j["steps"] = m.steps;
+    j["open"] = m.open;
+  }
+  return j;
+}
+
+json checkpoint_metadata(const std::string& dir) {
+  json meta;
+  try {
+    meta = json::parse(nn::read_checkpoint_metadata(dir));
+  } catch (const json::exception& e) {
+    throw BadData("checkpoint " + dir + ": the metadata is not valid JSON: " + e.what());
+  }
+  for (const char* key : {"model", "image", "epoch", "normalization", "optimizer"})
+    if (!meta.contains(key))
+      throw BadData("checkpoint " + dir + ": the metadata has no '" + key +
+                    "' (not written by weft train?)");
+  try {
+    model_from_json(meta.at("model"));
+    image_size(meta);
+    meta.at("epoch").get<int>();
+    meta.at("normalization").at("mean").get<double>();
+    meta.at("normalization").at("std").get<double>();
+    meta.at("optimizer").get<std::string>();
+  } catch (const json::exception& e) {
+    throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
+  }
+  return meta;
+}
+
+std::pair<std::int64_t, std::int64_t> image_size(const json& meta) {
+  return {meta.at("image").at("rows").get<std::int64_t>(),
+          meta.at("image").at("cols").get<std::int64_t>()};
+}
+
+ModelConfig model_from_json(const json& j) {
+  ModelConfig m;
+  m.kind = j.value("kind", std::string("resnet"));  // checkpoints from before stages existed
+  m.t_final = j.at("T").get<double>();
+  m.seed = j.at("seed").get<std::uint64_t>();
+  if (m.kind == "stages") {
+    m.stage_channels = j.at("stage_channels").get<std::vector<std::int64_t>>();
+    m.stage_steps = j.at("stage_steps").get<std::vector<std::int64_t>>();
+    m.batchnorm = j.at("batchnorm").get<bool>();
+    m.dropout = j.at("dropout").get<double>();
+  } else {
+    m.channels = j.at("channels").get<int>();
+    m.steps = j.at("steps").get<std::int64_t>();
+    m.open = j.at("open").get<std::string>();
+  }
+  return m;
+}
+
+std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols) {
+  if (m.kind == "stages") {
+    std::string text = "stages";
+    for (size_t s = 0; s < m.stage_channels.size(); ++s)
+      text += fmt::format("{} {}x(conv3x3{}-ReLU{}-conv3x3{}) at {} channels", s ? "," : "",
+                          m.stage_steps[s], m.batchnorm ? "-BN" : "",
+                          m.dropout > 0 ? fmt::format("-dropout {}", m.dropout) : "",
+                          m.batchnorm ? "-BN" : "", m.stage_channels[s]);
+    return text + fmt::format(
+                      "; transitions conv3x3 stride 2{}-ReLU; close global pooling-"
+                      "linear({}->10); T {} per stage; seed {}",
+                      m.batchnorm ? "-BN" : "", m.stage_channels.back(), m.t_final, m.seed);
+  }
+  return fmt::format(
+      "open {}, {} steps of conv3x3-ReLU-conv3x3-ReLU at {} channels, T {}, close "
+      "linear({}->32)-ReLU-linear(32->10); seed {}",
+      m.open, m.steps, m.channels, m.t_final, m.channels * rows * cols, m.seed);
+}
+
+}  // namespace weft::cli
