@@ -2,5 +2,7 @@
 # Configures and builds weft into ./build (warnings are errors, as in CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Paths under the checkout are hashed relative to it, so clones in other folders share ccache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWEFT_WERROR=ON -DWEFT_WITH_TORCH=ON "$@"
 cmake --build build -j "$(nproc)"
