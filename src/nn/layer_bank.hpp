@@ -63,8 +63,6 @@ class LayerBank {
 
   void convert(std::optional<torch::Device> device, std::optional<torch::Dtype> dtype);
   torch::Device device() const { return device_; }
-  std::optional<torch::Device> device_override() const { return device_override_; }
-  std::optional<torch::Dtype> dtype_override() const { return dtype_override_; }
   /// Moves a module to the overridden device/dtype (as the bank's own layers were).
   void place(torch::nn::Module& m) const;
 

@@ -95,7 +95,7 @@ class Solver {
     bool store_all = true;
     bool g_active = false;       ///< FAS right-hand side present (coarse levels)
     std::vector<State> u, v, g;  ///< one slot per local point (v, g on coarse levels)
-    State tmp[2]{}, res{}, recv_state{}, proto{};
+    State tmp[2]{}, res{}, recv_state{};
     std::vector<char> send_buf, recv_buf;
     MPI_Request send_req = MPI_REQUEST_NULL, recv_req = MPI_REQUEST_NULL;
     index_t steps = 0;
@@ -748,22 +748,14 @@ void Solver<App>::initialize() {
   for (index_t i = L0.lo; i < L0.hi; ++i)
     if ((i == 0 || !warm) && (L0.store_all || L0.grid->is_cpoint(i)))
       u_at(L0, i) = app_.init(times[static_cast<size_t>(i)]);
-  const index_t probe = L0.empty() ? 0 : L0.lo;
-  L0.proto = app_.init(times[static_cast<size_t>(probe)]);
-  for (int l = 1; l <= coarsest(); ++l) {
-    Level& L = levels_[static_cast<size_t>(l)];
-    Ops::coarsen(app_, levels_[static_cast<size_t>(l - 1)].proto, L.proto, l - 1);
-    L.g_active = false;
-  }
+  for (int l = 1; l <= coarsest(); ++l) levels_[static_cast<size_t>(l)].g_active = false;
   // Received states are unpacked into a state like the one the left neighbour sends (its last
   // point, the predecessor of this rank's first point on the level), so unpack() can take the
-  // shape from it: states may differ in shape from point to point (a network's stages).
+  // shape from it: states may differ in shape from point to point (a network's stages). A level
+  // without points here, or starting at point 0, receives nothing.
   for (int l = 0; l <= coarsest(); ++l) {
     Level& L = levels_[static_cast<size_t>(l)];
-    if (L.empty() || L.lo == 0) {
-      Ops::copy(app_, L.proto, L.recv_state);
-      continue;
-    }
+    if (L.empty() || L.lo == 0) continue;
     const index_t before = L.grid->fine[static_cast<size_t>(L.lo - 1)];
     State like = app_.init(times[static_cast<size_t>(before)]);
     if constexpr (Ops::spatial) {
