@@ -270,9 +270,13 @@ MPI_Comm communicator_of(const py::object& comm) {
 
 class PyLayerParallel {
  public:
+  /// `stages`: None, or a list of (steps, t_final, step factory, transition factory or None);
+  /// `data_comm`: None, or the replicas' mpi4py communicator (data x layer parallelism).
   PyLayerParallel(const py::object& comm, std::int64_t steps, double t_final, py::object step,
-                  py::object open, py::object close, const nn::LayerParallelOptions& options) {
+                  py::object open, py::object close, const nn::LayerParallelOptions& options,
+                  const py::object& stages, const py::object& data_comm) {
     const MPI_Comm parent = communicator_of(comm);
+    const MPI_Comm data = data_comm.is_none() ? MPI_COMM_NULL : communicator_of(data_comm);
     {
       py::gil_scoped_release nogil;
       MPI_Comm_dup(parent, &agree_);
@@ -290,6 +294,27 @@ class PyLayerParallel {
         return build([&] { return (*factory)(n); }, "step layer " + std::to_string(n), failures);
       };
     }
+    if (!stages.is_none()) {
+      for (const py::handle item : stages) {
+        const auto t = py::reinterpret_borrow<py::tuple>(item);
+        nn::Stage st;
+        st.steps = t[0].cast<std::int64_t>();
+        st.t_final = t[1].cast<double>();
+        auto step_factory = hold(py::reinterpret_borrow<py::object>(t[2]));
+        st.step = [step_factory, failures](std::int64_t n) {
+          return build([&] { return (*step_factory)(n); }, "step layer " + std::to_string(n),
+                       failures);
+        };
+        if (!t[3].is_none()) {
+          auto transition = hold(py::reinterpret_borrow<py::object>(t[3]));
+          st.transition = [transition, failures](std::int64_t n) {
+            return build([&] { return (*transition)(n); },
+                         "transition layer " + std::to_string(n), failures);
+          };
+        }
+        net.stages.push_back(st);
+      }
+    }
     if (!open.is_none()) {
       auto factory = hold(std::move(open));
       net.open = [factory, failures] {
@@ -303,7 +328,7 @@ class PyLayerParallel {
       };
     }
     try {
-      collective([&] { model_ = nn::LayerParallel(parent, net, options); });
+      collective([&] { model_ = nn::LayerParallel(parent, data, net, options); });
     } catch (...) {  // the destructor does not run for a constructor that throws
       free_communicator();
       throw;
@@ -349,8 +374,8 @@ class PyLayerParallel {
     return out;
   }
 
-  /// (open, [steps], close, h) on `root`, the modules the factories built with the gathered
-  /// parameters copied in; None elsewhere.
+  /// (open, [layers], close, [h per layer, 0 for transitions]) on `root`, the modules the
+  /// factories built with the gathered parameters copied in; None elsewhere.
   py::object gather_sequential(int root) {
     nn::SequentialNetwork full(nullptr);
     collective([&] { full = model_->gather_sequential(root); });
@@ -360,10 +385,12 @@ class PyLayerParallel {
       const auto* python = dynamic_cast<const PythonLayer*>(layer.ptr().get());
       return python ? python->module() : py::object(py::none());
     };
-    py::list steps;
-    for (std::int64_t n = 0; n < full->steps(); ++n) steps.append(module_of(full->step(n)));
-    return py::make_tuple(module_of(full->open()), steps, module_of(full->close()),
-                          full->step_size());
+    py::list steps, sizes;
+    for (std::int64_t n = 0; n < full->steps(); ++n) {
+      steps.append(module_of(full->step(n)));
+      sizes.append(full->step_size(n));
+    }
+    return py::make_tuple(module_of(full->open()), steps, module_of(full->close()), sizes);
   }
 
   void set_options(const nn::LayerParallelOptions& options) {
@@ -507,9 +534,11 @@ PYBIND11_MODULE(_weft, m) {
   py::class_<PyLayerParallel>(m, "LayerParallelCore",
                               "weft::nn::LayerParallel; use weft.LayerParallel")
       .def(py::init<const py::object&, std::int64_t, double, py::object, py::object, py::object,
-                    const weft::nn::LayerParallelOptions&>(),
+                    const weft::nn::LayerParallelOptions&, const py::object&,
+                    const py::object&>(),
            py::arg("comm"), py::arg("steps"), py::arg("t_final"), py::arg("step"), py::arg("open"),
-           py::arg("close"), py::arg("options"))
+           py::arg("close"), py::arg("options"), py::arg("stages") = py::none(),
+           py::arg("data_comm") = py::none())
       .def("forward", &PyLayerParallel::forward)
       .def("loss", &PyLayerParallel::loss)
       .def("broadcast_from_output", &PyLayerParallel::broadcast_from_output)

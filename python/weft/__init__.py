@@ -22,6 +22,8 @@ communicator in the same order. Errors arrive on every rank as the same weft.Err
 from collections import OrderedDict
 
 from mpi4py import MPI  # noqa: F401  (initialises MPI before the extension loads)
+import collections
+
 import torch
 
 from ._weft import (  # noqa: F401
@@ -37,7 +39,7 @@ from ._weft import (  # noqa: F401
 )
 
 __all__ = [
-    "LayerParallel", "SequentialNetwork", "Options", "MgritOptions", "Error", "InvalidOption",
+    "LayerParallel", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
     "BadData", "Divergence", "MpiError", "StepError",
 ]
 
@@ -52,29 +54,44 @@ def _check_factory(value, name, takes_index):
     return value
 
 
-class SequentialNetwork(torch.nn.Module):
-    """The whole network on one rank: open, x <- x + h * step_n(x) for n < N, close.
+class Stage(collections.namedtuple("Stage", "steps t_final step transition", defaults=(None,))):
+    """One stage of a multi-stage network: `steps` residual steps x <- x + h step(n)(x) with
+    h = t_final / steps, then (all stages but the last) x <- transition(n)(x), which may change
+    the state's shape. Factories take the layer's index n along the whole chain."""
 
-    Parameter names match weft.LayerParallel's: "open.*", "step_<n>.*", "close.*".
+
+class SequentialNetwork(torch.nn.Module):
+    """The whole network on one rank: open, x <- x + h_n * layer_n(x) (x <- layer_n(x) for a
+    transition, h_n = 0), close.
+
+    Parameter names match weft.LayerParallel's: "open.*", "step_<n>.*", "transition_<n>.*",
+    "close.*". `step_size`: one h for every layer, or a list with one h per layer (0: transition).
     """
 
     def __init__(self, steps, step_size, open=None, close=None):
         super().__init__()
-        self.step_size = float(step_size)
+        sizes = list(step_size) if isinstance(step_size, (list, tuple)) else None
+        self.step_sizes = [float(h) for h in sizes] if sizes else [float(step_size)] * len(steps)
+        self.step_size = self.step_sizes[0] if self.step_sizes else 0.0
         self.open = open
         self.close = close
         self.steps = len(steps)
         for n, module in enumerate(steps):
-            self.add_module(f"step_{n}", module)
+            self.add_module(self._name(n), module)
+
+    def _name(self, n):
+        return f"{'transition' if self.step_sizes[n] == 0.0 else 'step'}_{n}"
 
     def step(self, n):
-        return getattr(self, f"step_{n}")
+        return getattr(self, self._name(n))
 
     def forward(self, x):
         if self.open is not None:
             x = self.open(x)
         for n in range(self.steps):
-            x = x + self.step_size * self.step(n)(x)
+            y = self.step(n)(x)
+            h = self.step_sizes[n]
+            x = y if h == 0.0 else x + h * y
         if self.close is not None:
             x = self.close(x)
         return x
@@ -99,21 +116,38 @@ class LayerParallel(torch.nn.Module):
     layers and the gathered network with it). Modules may be TorchScript (torch.jit.script or
     trace: run in C++ without the GIL) or plain torch.nn.Modules (called under the GIL; slower).
     options: weft.Options (default exact mode).
+    stages: instead of steps/t_final/step, a list of weft.Stage (multi-stage networks whose
+    transitions change the state's shape; one MGRIT solve over the whole chain).
+    data_comm: data x layer parallelism: `comm` holds this replica's ranks, `data_comm` the ranks
+    with the same position in the other replicas (e.g. comm.Split(rank // per_replica) and
+    comm.Split(rank % per_replica)); gradients are averaged over the replicas after backward.
     """
 
-    def __init__(self, comm, steps, t_final, step, open=None, close=None, options=None):
+    def __init__(self, comm, steps=None, t_final=None, step=None, open=None, close=None,
+                 options=None, *, stages=None, data_comm=None):
         super().__init__()
         if options is None:
             options = Options.exact()
         elif not isinstance(options, Options):
             raise TypeError(f"weft.LayerParallel: options must be weft.Options, not a "
                             f"{type(options).__name__}")
-        step = _check_factory(step, "step", True)
-        if step is None:
-            raise TypeError("weft.LayerParallel: step must be a factory step(n) -> module")
+        if stages is not None:
+            if steps is not None or step is not None:
+                raise TypeError("weft.LayerParallel: give either steps, t_final and step, or "
+                                "stages, not both")
+            stages = [(int(st.steps), float(st.t_final), _check_factory(st.step, "step", True),
+                       _check_factory(st.transition, "transition", True)) for st in stages]
+            steps, t_final = 0, 1.0
+        else:
+            step = _check_factory(step, "step", True)
+            if step is None:
+                raise TypeError("weft.LayerParallel: step must be a factory step(n) -> module")
+            if steps is None or t_final is None:
+                raise TypeError("weft.LayerParallel: steps and t_final are required")
         self._core = LayerParallelCore(comm, int(steps), float(t_final), step,
                                        _check_factory(open, "open", False),
-                                       _check_factory(close, "close", False), options)
+                                       _check_factory(close, "close", False), options,
+                                       stages=stages, data_comm=data_comm)
 
     # --- the training loop ------------------------------------------------------------------
     def forward(self, input=None):

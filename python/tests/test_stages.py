@@ -1,0 +1,120 @@
+"""Multi-stage networks (transitions that change the state's width) and data x layer
+parallelism from Python: exact mode equals a hand-written sequential PyTorch network (double),
+and two replicas equal training with the global batch."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import weft
+from conftest import Step, seeded
+
+TOL = 1e-12
+WIDTHS = [6, 4]  # stage 0 at width 6, stage 1 at width 4
+
+
+class Transition(torch.nn.Module):
+    def __init__(self, width_in, width_out):
+        super().__init__()
+        self.linear = torch.nn.Linear(width_in, width_out)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+def stage_step(stage, script):
+    def make(n):
+        module = seeded(100 + n, lambda: Step(WIDTHS[stage]).double())
+        return torch.jit.script(module) if script else module
+    return make
+
+
+def transition(n):
+    return seeded(200 + n, lambda: Transition(WIDTHS[0], WIDTHS[1]).double())
+
+
+def open_layer():
+    return seeded(1, lambda: torch.nn.Linear(5, WIDTHS[0]).double())
+
+
+def close_layer():
+    return seeded(2, lambda: torch.nn.Linear(WIDTHS[1], 3).double())
+
+
+def stages(script):
+    return [weft.Stage(3, 1.0, stage_step(0, script), transition),
+            weft.Stage(2, 1.5, stage_step(1, script))]
+
+
+def reference():
+    """Open, 3 steps (h 1/3), transition, 2 steps (h 0.75), close: written out by hand."""
+    layers, sizes = [], []
+    for n in range(3):
+        layers.append(stage_step(0, False)(n))
+        sizes.append(1.0 / 3)
+    layers.append(transition(3))
+    sizes.append(0.0)
+    for n in range(4, 6):
+        layers.append(stage_step(1, False)(n))
+        sizes.append(0.75)
+    return weft.SequentialNetwork(layers, sizes, open_layer(), close_layer())
+
+
+def batch(rows=4, seed=7):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(rows, 5, generator=g, dtype=torch.float64),
+            torch.randint(0, 3, (rows,), generator=g))
+
+
+@pytest.mark.parametrize("script", [True, False], ids=["torchscript", "python"])
+def test_stages_exact_mode_equals_sequential_backprop(comm, script):
+    model = weft.LayerParallel(comm, stages=stages(script), open=open_layer, close=close_layer)
+    assert model.steps == 6  # 5 residual steps and one transition
+    x, y = batch()
+    out = model(x if model.owns_input else None)
+    loss = model.loss(out, lambda logits: F.cross_entropy(logits, y))
+    loss.backward()
+    seq = reference()
+    ref_out = seq(x)
+    ref_loss = F.cross_entropy(ref_out, y)
+    ref_loss.backward()
+    ref_grads = {n: p.grad for n, p in seq.named_parameters()}
+    assert abs(loss.item() - ref_loss.item()) <= TOL
+    if model.owns_output:
+        assert torch.allclose(out, ref_out, rtol=0, atol=TOL)
+    names = []
+    for name, p in model.named_parameters():
+        names.append(name)
+        assert torch.allclose(p.grad, ref_grads[name], rtol=0, atol=TOL), name
+    assert sorted(sum(comm.allgather(names), [])) == sorted(ref_grads)
+    assert any(n.startswith("transition_3.") for n in ref_grads)
+
+
+def test_stages_gather_sequential_rebuilds_the_chain(comm):
+    model = weft.LayerParallel(comm, stages=stages(True), open=open_layer, close=close_layer)
+    full = model.gather_sequential(0)
+    if comm.rank == 0:
+        assert full.step_sizes == pytest.approx([1 / 3] * 3 + [0.0] + [0.75] * 2)
+        x, _ = batch()
+        assert torch.allclose(full(x), reference()(x), rtol=0, atol=TOL)
+
+
+def test_two_replicas_equal_training_with_the_global_batch(comm):
+    if comm.size % 2:
+        pytest.skip("needs an even number of ranks")
+    per_replica = comm.size // 2
+    layers = comm.Split(comm.rank // per_replica, comm.rank)
+    data = comm.Split(comm.rank % per_replica, comm.rank)
+    replica = comm.rank // per_replica
+    model = weft.LayerParallel(layers, stages=stages(True), open=open_layer, close=close_layer,
+                               data_comm=data)
+    x, y = batch(8)
+    half = slice(4 * replica, 4 * replica + 4)
+    out = model(x[half] if model.owns_input else None)
+    model.loss(out, lambda logits: F.cross_entropy(logits, y[half])).backward()
+    seq = reference()
+    F.cross_entropy(seq(x), y).backward()
+    ref_grads = {n: p.grad for n, p in seq.named_parameters()}
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, ref_grads[name], rtol=1e-10, atol=1e-12), name
+    layers.Free()
+    data.Free()
