@@ -15,6 +15,7 @@
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/util/error.hpp"
+#include "world.hpp"
 
 namespace {
 
@@ -26,16 +27,8 @@ using weft::nn::LayerParallelOptions;
 using weft::nn::Network;
 namespace mgrit = weft::mgrit;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
+using weft::test::world_rank;
+using weft::test::world_size;
 
 constexpr std::int64_t kChannels = 4;
 constexpr std::int64_t kSide = 8;
@@ -117,11 +110,7 @@ double rel(const Tensor& a, const Tensor& b) {
   return (a - b).norm().item<double>() / (nb > 0 ? nb : 1.0);
 }
 
-double allreduce(double v, MPI_Op op) {
-  double out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-  return out;
-}
+using weft::test::allreduce;
 
 /// Errors of one layer-parallel training step against the reference.
 struct Comparison {

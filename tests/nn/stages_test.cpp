@@ -13,6 +13,7 @@
 #include "weft/mgrit/options.hpp"
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/util/error.hpp"
+#include "world.hpp"
 
 namespace {
 
@@ -25,20 +26,10 @@ using weft::nn::Network;
 using weft::nn::Stage;
 namespace mgrit = weft::mgrit;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
+using weft::test::world_rank;
+using weft::test::world_size;
 double allreduce_max(double v) {
-  double out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return out;
+  return weft::test::allreduce(v, MPI_MAX);
 }
 
 constexpr std::int64_t kClasses = 3;
