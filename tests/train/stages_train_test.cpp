@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
+#include "train_runner.hpp"
 
 namespace {
 
@@ -21,33 +22,20 @@ using weft::cli_test::Outcome;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
 
-const char* kData = "/usr/share/datasets/fashion-mnist";
 const std::string kSmall =
     "--model stages --stage-channels 4,6 --stage-steps 2,3 --train-size 300 --test-size 200 "
     "--batch 20 ";
 
-std::vector<json> train(int np, const std::string& args, const fs::path& dir,
-                        const std::string& name) {
-  const fs::path metrics = dir / (name + ".jsonl");
-  const Outcome r =
-      weft(np, "train --no-progress --threads 1 " + args + " --metrics " + metrics.string(), dir);
-  EXPECT_EQ(r.code, 0) << "weft train " << args << "\n" << r.out << r.err;
-  std::vector<json> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
-
-void expect_relative(double a, double b, double rel, const std::string& what) {
-  EXPECT_LE(std::abs(a - b), rel * std::abs(b)) << what << ": " << a << " vs " << b;
-}
+using weft::train_test::expect_relative;
+using weft::train_test::have_fashion_mnist;
+using weft::train_test::kFashionMnist;
+using weft::train_test::train;
 
 class StagesTrain : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(fs::path(kData) / "train-images-idx3-ubyte.gz"))
-      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData;
+    if (!have_fashion_mnist())
+      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kFashionMnist;
   }
 };
 

@@ -13,6 +13,7 @@
 
 #include "cli_runner.hpp"
 #include "tiny_data.hpp"
+#include "train_runner.hpp"
 
 namespace {
 
@@ -26,38 +27,17 @@ using weft::train_test::idx_header;
 using weft::train_test::tiny_dataset;
 using weft::train_test::write_file;
 
-const char* kData = "/usr/share/datasets/fashion-mnist";
-
-bool have_data() {
-  return fs::exists(fs::path(kData) / "train-images-idx3-ubyte.gz");
-}
-
-std::vector<json> read_metrics(const fs::path& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
-
-// Runs `weft train ARGS --metrics DIR/NAME.jsonl` and returns the epoch records.
-std::vector<json> train(int np, const std::string& args, const fs::path& dir,
-                        const std::string& name) {
-  const fs::path metrics = dir / (name + ".jsonl");
-  const Outcome r =
-      weft(np, "train --no-progress --threads 1 " + args + " --metrics " + metrics.string(), dir);
-  EXPECT_EQ(r.code, 0) << "weft train " << args << "\n" << r.out << r.err;
-  return read_metrics(metrics);
-}
-
-void expect_relative(double a, double b, double rel, const std::string& what) {
-  EXPECT_LE(std::abs(a - b), rel * std::abs(b)) << what << ": " << a << " vs " << b;
-}
+using weft::train_test::expect_relative;
+using weft::train_test::have_fashion_mnist;
+using weft::train_test::kFashionMnist;
+using weft::train_test::read_metrics;
+using weft::train_test::train;
 
 class Train : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!have_data()) GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData;
+    if (!have_fashion_mnist())
+      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kFashionMnist;
   }
 };
 
