@@ -27,6 +27,7 @@ struct TrainDefaults {
   static constexpr const char* epochs = "2";
   static constexpr const char* optimizer = "adam";
   static constexpr const char* lr = "0.001";
+  static constexpr const char* lr_schedule = "constant";
   static constexpr const char* momentum = "0.9";
   static constexpr const char* seed = "1";
   static constexpr const char* levels = "1";
@@ -156,6 +157,9 @@ TrainConfig resolve_train(const Flags& f) {
       optimizers[parse_choice("--optimizer", f.get("--optimizer", D::optimizer), optimizers)];
   c.lr = parse_number("--lr", f.get("--lr", D::lr), "a number > 0");
   if (!(c.lr > 0)) invalid_value("--lr", f.get("--lr", D::lr), "a number > 0");
+  const std::vector<std::string> schedules = {"constant", "cosine"};
+  c.lr_schedule =
+      schedules[parse_choice("--lr-schedule", f.get("--lr-schedule", D::lr_schedule), schedules)];
   c.momentum = parse_number("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
   if (c.momentum < 0 || c.momentum >= 1)
     invalid_value("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
@@ -214,6 +218,10 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
   f->add(*cmd, "--optimizer", "sgd|adam", fmt::format("optimizer (default {})", D::optimizer));
   f->add(*cmd, "--lr", "X", fmt::format("learning rate (default {})", D::lr));
+  f->add(*cmd, "--lr-schedule", "constant|cosine",
+         fmt::format("learning rate over the run: constant, or cosine decay from --lr to 0 over "
+                     "--epochs (default {})",
+                     D::lr_schedule));
   f->add(*cmd, "--momentum", "X", fmt::format("SGD momentum (default {})", D::momentum));
   f->add(*cmd, "--seed", "INT",
          fmt::format("initialisation and shuffling seed (default {})", D::seed));

@@ -248,6 +248,17 @@ class Model {
   nn::LayerParallel parallel_{nullptr};
 };
 
+// --lr-schedule at global batch k (0-based).
+double learning_rate(const TrainConfig& c, std::int64_t k, std::int64_t batches_per_epoch) {
+  if (c.lr_schedule == "constant") return c.lr;
+  const double total = static_cast<double>(c.epochs) * static_cast<double>(batches_per_epoch);
+  return c.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(k) / total));
+}
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& c, Model& model) {
   auto params = model.module().parameters();
   if (c.optimizer == "sgd")
@@ -391,8 +402,8 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
                 static_cast<long long>(train.images.size(3)), c.data_dir.c_str());
     std::printf("  model: %s\n",
                 describe(c.model, train.images.size(2), train.images.size(3)).c_str());
-    std::printf("  training: %s lr %g%s, batch %lld, epochs %d (from %d), %d torch thread(s)\n",
-                c.optimizer.c_str(), c.lr,
+    std::printf("  training: %s lr %g%s%s, batch %lld, epochs %d (from %d), %d torch thread(s)\n",
+                c.optimizer.c_str(), c.lr, c.lr_schedule == "cosine" ? " (cosine decay)" : "",
                 c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",
                 static_cast<long long>(c.batch), c.epochs, start_epoch, torch::get_num_threads());
     if (!c.serial) {
@@ -436,7 +447,10 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       const std::int64_t mine = base + (replica < extra ? 1 : 0);
       const std::int64_t first = start + replica * base + std::min<std::int64_t>(replica, extra);
       const torch::Tensor idx = perm.slice(0, first, first + mine);
-      model.set_batch_index(static_cast<std::int64_t>(epoch - 1) * batches_per_epoch + k);
+      const std::int64_t global_batch =
+          static_cast<std::int64_t>(epoch - 1) * batches_per_epoch + k;
+      model.set_batch_index(global_batch);
+      set_learning_rate(*optimizer, learning_rate(c, global_batch, batches_per_epoch));
       Timing t;
       BatchOutcome b =
           model.train(train.images.index_select(0, idx), train.labels.index_select(0, idx),
@@ -501,25 +515,28 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
                             {"outside_ms", v[3]}});
       }
     }
-    json record = {{"epoch", epoch},
-                   {"train_loss", loss_sum / static_cast<double>(seen)},
-                   {"train_accuracy", correct_sum / static_cast<double>(seen)},
-                   {"test_loss", ev.loss},
-                   {"test_accuracy", ev.accuracy},
-                   {"epoch_seconds", epoch_seconds},
-                   {"forward_ms", slowest[0]},
-                   {"backward_ms", slowest[1]},
-                   {"optimizer_ms", slowest[2]},
-                   {"fwd_iterations", optional_number(mean(fwd_it))},
-                   {"fwd_residual", optional_number(mean(fwd_res))},
-                   {"bwd_iterations", optional_number(mean(bwd_it))},
-                   {"bwd_residual", optional_number(mean(bwd_res))},
-                   {"ranks", c.serial ? 1 : ranks},
-                   {"fwd_levels", fwd_levels},
-                   {"bwd_levels", bwd_levels},
-                   {"data_ranks", replicas},
-                   {"model", c.model.kind},
-                   {"serial", c.serial}};
+    json record = {
+        {"epoch", epoch},
+        {"train_loss", loss_sum / static_cast<double>(seen)},
+        {"train_accuracy", correct_sum / static_cast<double>(seen)},
+        {"test_loss", ev.loss},
+        {"test_accuracy", ev.accuracy},
+        {"epoch_seconds", epoch_seconds},
+        {"forward_ms", slowest[0]},
+        {"backward_ms", slowest[1]},
+        {"optimizer_ms", slowest[2]},
+        {"fwd_iterations", optional_number(mean(fwd_it))},
+        {"fwd_residual", optional_number(mean(fwd_res))},
+        {"bwd_iterations", optional_number(mean(bwd_it))},
+        {"bwd_residual", optional_number(mean(bwd_res))},
+        {"ranks", c.serial ? 1 : ranks},
+        {"fwd_levels", fwd_levels},
+        {"bwd_levels", bwd_levels},
+        {"data_ranks", replicas},
+        {"lr_end", learning_rate(c, static_cast<std::int64_t>(epoch) * batches_per_epoch - 1,
+                                 batches_per_epoch)},
+        {"model", c.model.kind},
+        {"serial", c.serial}};
     if (!per_rank.is_null()) record["per_rank"] = per_rank;
     if (root) {
       std::printf(

@@ -38,6 +38,9 @@ struct TrainConfig {
   std::int64_t test_size = -1;
   std::string optimizer = "adam";  ///< sgd | adam
   double lr = 1e-3;
+  /// constant | cosine: lr · (1 + cos(π k / K)) / 2 at global batch k of K = epochs × batches
+  /// per epoch (a function of the batch index only, so resumed runs follow the same curve).
+  std::string lr_schedule = "constant";
   double momentum = 0.9;
   int threads = 0;      ///< torch intra-op threads per rank; 0: cores / ranks
   bool serial = false;  ///< plain sequential LibTorch training (rank 0), the reference

@@ -118,3 +118,54 @@ def test_two_replicas_equal_training_with_the_global_batch(comm):
         assert torch.allclose(p.grad, ref_grads[name], rtol=1e-10, atol=1e-12), name
     layers.Free()
     data.Free()
+
+
+class NormStep(torch.nn.Module):
+    """A step with batch norm: its running statistics are buffers the C++ side only sees as
+    plain buffers (no torch::nn::BatchNorm), in TorchScript and in Python alike."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.linear = torch.nn.Linear(width, width)
+        self.norm = torch.nn.BatchNorm1d(width)
+
+    def forward(self, x):
+        return torch.tanh(self.norm(self.linear(x)))
+
+
+def norm_step(script):
+    def make(n):
+        module = seeded(300 + n, lambda: NormStep(WIDTHS[0]).double())
+        return torch.jit.script(module) if script else module
+    return make
+
+
+@pytest.mark.parametrize("script", [True, False], ids=["torchscript", "python"])
+def test_batch_norm_steps_in_multilevel_mode_train_like_sequential_pytorch(comm, script):
+    """Converged 3-level MGRIT with batch-norm steps written in Python: two SGD steps give the
+    sequential network's parameters and running statistics (1e-10)."""
+    steps = 6
+    mg = weft.MgritOptions().max_levels(3).cfactor(2).nrelax(1).max_iterations(40).abs_tol(1e-13)
+    options = weft.Options().forward(mg).backward(mg)
+    model = weft.LayerParallel(comm, steps, 1.0, norm_step(script), open=open_layer,
+                               close=lambda: seeded(2, lambda: torch.nn.Linear(WIDTHS[0], 3)
+                                                    .double()),
+                               options=options)
+    seq = weft.SequentialNetwork([norm_step(False)(n) for n in range(steps)], [1.0 / steps] * steps,
+                                 open_layer(), seeded(2, lambda: torch.nn.Linear(WIDTHS[0], 3)
+                                                      .double()))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(seq.parameters(), lr=0.1)
+    for k in range(2):
+        x, y = batch(8, seed=11 + k)
+        opt.zero_grad()
+        out = model(x if model.owns_input else None)
+        model.loss(out, lambda logits: F.cross_entropy(logits, y)).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        F.cross_entropy(seq(x), y).backward()
+        ref_opt.step()
+    ref = dict(seq.named_parameters())
+    ref.update(dict(seq.named_buffers()))
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        assert torch.allclose(t.to(ref[name].dtype), ref[name], rtol=0, atol=1e-10), name

@@ -45,7 +45,9 @@ namespace {
 /// Keeps an evaluation from changing a layer's buffers. Batch-norm modules get their running
 /// statistics unset for the evaluation (they then normalize with the batch's statistics and
 /// update nothing): no in-place write, so graphs recorded earlier that saved those buffers stay
-/// valid. Buffers of other modules are restored by value afterwards.
+/// valid. Buffers of other modules (TorchScript or Python batch norm among them) are restored by
+/// value afterwards, through a view with its own version counter: the values graphs saved are
+/// back, and autograd's in-place check of those graphs does not see a write.
 class BufferGuard {
  public:
   BufferGuard(bool on, torch::nn::Module& m) {
@@ -65,7 +67,7 @@ class BufferGuard {
   ~BufferGuard() {
     for (auto& [slot, value] : hidden_) *slot = value;
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved_[i]);
+    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].variable_data().copy_(saved_[i]);
   }
   BufferGuard(const BufferGuard&) = delete;
   BufferGuard& operator=(const BufferGuard&) = delete;

@@ -161,6 +161,23 @@ TEST(TrainBadInput, TestImagesOfAnotherSize) {
   expect_failure(weft(2, "train --data " + data.string(), dir), 1, "wrong image size");
 }
 
+TEST(TrainSchedule, CosineScheduleDecaysTheLearningRateToZeroOverTheRun) {
+  const fs::path dir = work_dir();
+  const fs::path data = tiny_dataset(dir / "data", 28, 28);  // 20 images: 4 batches of 5
+  const auto m = train(
+      2, "--steps 2 --batch 5 --epochs 2 --lr 0.01 --lr-schedule cosine --data " + data.string(),
+      dir, "cosine");
+  ASSERT_EQ(m.size(), 2u);
+  // The last batch of epoch e is global batch 4e - 1 of K = 8.
+  const double pi = std::acos(-1.0);
+  EXPECT_NEAR(m[0]["lr_end"].get<double>(), 0.01 * 0.5 * (1 + std::cos(pi * 3 / 8)), 1e-12);
+  EXPECT_NEAR(m[1]["lr_end"].get<double>(), 0.01 * 0.5 * (1 + std::cos(pi * 7 / 8)), 1e-12);
+  const auto constant =
+      train(1, "--steps 2 --batch 5 --epochs 1 --lr 0.01 --data " + data.string(), dir, "constant");
+  ASSERT_EQ(constant.size(), 1u);
+  EXPECT_EQ(constant[0]["lr_end"].get<double>(), 0.01);
+}
+
 TEST(TrainBadInput, EvalOfACheckpointOnImagesOfAnotherSize) {
   const fs::path dir = work_dir();
   const fs::path data = tiny_dataset(dir / "data", 28, 28);
@@ -194,8 +211,9 @@ TEST(TrainBadInput, NaNLossStopsEveryRank) {
 
 TEST(TrainBadInput, InvalidOptions) {
   const fs::path dir = work_dir();
-  for (const char* args : {"--batch 0", "--optimizer rmsprop", "--lr -1", "--open dense",
-                           "--fwd-cf 1", "--bwd-levels 0", "--fwd-nrelax 1,x", "--momentum 1"}) {
+  for (const char* args :
+       {"--batch 0", "--optimizer rmsprop", "--lr -1", "--open dense", "--fwd-cf 1",
+        "--bwd-levels 0", "--fwd-nrelax 1,x", "--momentum 1", "--lr-schedule step"}) {
     const Outcome r = weft(0, std::string("train ") + args, dir);
     EXPECT_EQ(r.code, 2) << args << ": " << r.err;
     EXPECT_EQ(r.err_lines().size(), 1u) << args << ": " << r.err;
