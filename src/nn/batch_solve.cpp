@@ -102,6 +102,7 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
                       const mgrit::StepInfo& info) const {
   BatchSolve& s = *solve;
   const std::int64_t a = info.from, b = info.to;
+  s.evaluator_.at_level(info.level);
   // The forward's final fine sweep on the owner: the evaluation whose state backprop uses (it
   // may update batch-norm statistics, and its graph is kept for the adjoint).
   const bool final_fine = info.done && info.level == 0 && b == a + 1 && s.bank_.is_local(a);
@@ -133,6 +134,7 @@ void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
                       const mgrit::StepInfo& info) const {
   BatchSolve& s = *solve;
   const std::int64_t b = info.from, a = info.to;
+  s.evaluator_.at_level(info.level);
   if (!s.bank_.is_local(a))
     throw MpiError("layer-parallel backward (" + mpi::where(s.comm_) + "): adjoint step into " +
                    std::to_string(a) + " outside the local layers [" +
@@ -311,12 +313,16 @@ Tensor BatchSolve::forward(const Tensor& x0, bool record_graphs, bool needs_back
   graphs_.assign(static_cast<size_t>(bank_.end() - bank_.begin()), Graph());
   record_graphs_ = record_graphs;
   x0_ = rank_ == 0 ? x0.detach() : Tensor();
+  stats_.forward.evaluations.clear();
+  evaluator_.count_into(&stats_.forward.evaluations);
   try {
     stats_.forward.result = fsolver_->solve();
   } catch (...) {
+    evaluator_.count_into(nullptr);
     x0_ = Tensor();
     throw;
   }
+  evaluator_.count_into(nullptr);
   stats_.forward.statistics = fsolver_->statistics();
   x0_ = Tensor();
   boundary_ = Tensor();
@@ -396,13 +402,17 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
   grad_acc_.assign(params.size(), {});
   for (size_t k = 0; k < params.size(); ++k) grad_acc_[k].resize(params[k].size());
   sync_.begin(params);
+  stats_.backward.evaluations.clear();
+  evaluator_.count_into(&stats_.backward.evaluations);
   try {
     stats_.backward.result = asolver_->solve();
   } catch (...) {
+    evaluator_.count_into(nullptr);
     lambda_N_ = Tensor();
     graphs_.assign(graphs_.size(), Graph());
     throw;
   }
+  evaluator_.count_into(nullptr);
   stats_.backward.statistics = asolver_->statistics();
   lambda_N_ = Tensor();
   graphs_.assign(graphs_.size(), Graph());

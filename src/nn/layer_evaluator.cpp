@@ -89,6 +89,14 @@ class BufferGuard {
 };
 }  // namespace
 
+LayerEvaluations* LayerEvaluator::tally(std::int64_t n) {
+  if (!table_) return nullptr;
+  if (table_->size() <= static_cast<size_t>(level_))
+    table_->resize(static_cast<size_t>(level_) + 1,
+                   std::vector<LayerEvaluations>(static_cast<size_t>(chain_.layers())));
+  return &(*table_)[static_cast<size_t>(level_)].at(static_cast<size_t>(n));
+}
+
 Tensor LayerEvaluator::layer(std::int64_t n, const Tensor& x, bool updates_buffers) {
   Layer& m = bank_.at(n);
   const bool training = training_ && m.ptr()->is_training();
@@ -104,15 +112,21 @@ Tensor LayerEvaluator::step_from(std::int64_t n, const Tensor& x, const Tensor& 
 
 Tensor LayerEvaluator::step(std::int64_t a, std::int64_t b, const Tensor& x, bool updates_buffers) {
   torch::NoGradGuard no_grad;
-  if (b == a + 1) return step_from(a, x, layer(a, x, updates_buffers));
+  if (b == a + 1) {
+    if (auto* t = tally(a)) ++t->plain;
+    return step_from(a, x, layer(a, x, updates_buffers));
+  }
   Tensor z = x;
-  for (const Segment& s : chain_.segments(a, b))
+  for (const Segment& s : chain_.segments(a, b)) {
+    if (auto* t = tally(s.layer)) ++t->plain;
     z = s.transition ? layer(s.layer, z, false) : torch::add(z, layer(s.layer, z, false), s.H);
+  }
   return z;
 }
 
 Graph LayerEvaluator::record(std::int64_t n, const Tensor& x, bool updates_buffers) {
   torch::AutoGradMode grad_on(true);
+  if (auto* t = tally(n)) ++t->recorded;
   Graph g;
   g.x = x.detach().requires_grad_(true);
   g.y = layer(n, g.x, updates_buffers);
@@ -132,9 +146,11 @@ Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, co
       graph.x = x_a.detach().requires_grad_(true);
       graph.y = layer(a, graph.x, false);
       if (built) *built = true;
+      if (auto* t = tally(a)) ++t->recorded;
     }
     Tensor gx;
     if (graph.y.requires_grad()) {
+      if (auto* t = tally(a)) ++(params ? t->vjp_params : t->vjp);
       std::vector<Tensor> inputs{graph.x};
       if (params) inputs.insert(inputs.end(), params->begin(), params->end());
       const auto grads = torch::autograd::grad({graph.y}, inputs, {lambda}, retain_graph,
@@ -157,8 +173,13 @@ Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, co
   torch::AutoGradMode grad_on(true);
   const Tensor leaf = x_a.detach().requires_grad_(true);
   Tensor z = leaf;
-  for (const Segment& s : segments)
+  for (const Segment& s : segments) {
+    if (auto* t = tally(s.layer)) {
+      ++t->recorded;
+      ++t->vjp;
+    }
     z = s.transition ? layer(s.layer, z, false) : torch::add(z, layer(s.layer, z, false), s.H);
+  }
   if (built) *built = true;
   if (!z.requires_grad()) return torch::zeros_like(x_a);
   const auto grads = torch::autograd::grad({z}, {leaf}, {lambda}, /*retain_graph=*/false,

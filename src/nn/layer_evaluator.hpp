@@ -51,6 +51,10 @@ class LayerEvaluator {
     training_ = training;
   }
 
+  /// Where evaluations are counted (nullptr: nowhere) and the level of the steps that follow.
+  void count_into(std::vector<std::vector<LayerEvaluations>>* table) { table_ = table; }
+  void at_level(int level) { level_ = level; }
+
   /// L_n(x) for one layer (F_n or G_n), without a graph.
   torch::Tensor layer(std::int64_t n, const torch::Tensor& x, bool updates_buffers);
   /// The step from point a to point b > a at x, without a graph: one layer when b = a + 1, the
@@ -72,6 +76,10 @@ class LayerEvaluator {
  private:
   LayerBank& bank_;
   const Chain& chain_;
+  LayerEvaluations* tally(std::int64_t n);
+
+  std::vector<std::vector<LayerEvaluations>>* table_ = nullptr;
+  int level_ = 0;
   std::uint64_t seed_ = 0;
   std::int64_t batch_ = 0;
   bool training_ = false;

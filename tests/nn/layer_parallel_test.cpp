@@ -22,9 +22,11 @@ namespace {
 using torch::Tensor;
 namespace tnn = torch::nn;
 using weft::nn::Layer;
+using weft::nn::LayerEvaluations;
 using weft::nn::LayerParallel;
 using weft::nn::LayerParallelOptions;
 using weft::nn::Network;
+using weft::nn::SolveReport;
 namespace mgrit = weft::mgrit;
 
 using weft::test::world_rank;
@@ -345,6 +347,28 @@ TEST(FewIterations, GradientErrorIsSmallAndTrainingDecreasesTheLoss) {
   const auto& s = model->statistics();
   EXPECT_EQ(s.forward.result.iterations, 2);
   EXPECT_EQ(s.backward.result.iterations, 1);
+  // Work accounting: in a one-stage network every step evaluates one layer, so the layer
+  // evaluations per level add up to the solver's step evaluations per level. On the fine level
+  // each layer's graph is recorded once (by the forward's final sweep, or by the adjoint for
+  // the steps that sweep does not redo), and each layer gives its parameter gradients once.
+  std::int64_t fine_recorded = 0, with_params = 0;
+  for (const SolveReport* r : {&s.forward, &s.backward}) {
+    const bool fwd = r == &s.forward;
+    const auto& steps = r->statistics.steps_per_level;
+    ASSERT_LE(r->evaluations.size(), steps.size());
+    for (size_t l = 0; l < steps.size(); ++l) {
+      std::int64_t evaluations = 0;
+      if (l < r->evaluations.size())
+        for (const LayerEvaluations& e : r->evaluations[l]) {
+          evaluations += fwd ? e.plain + e.recorded : e.vjp + e.vjp_params;
+          if (l == 0) fine_recorded += e.recorded;
+          with_params += e.vjp_params;
+        }
+      EXPECT_EQ(evaluations, steps[l]) << (fwd ? "forward" : "backward") << " level " << l;
+    }
+  }
+  EXPECT_EQ(static_cast<std::int64_t>(allreduce(static_cast<double>(fine_recorded), MPI_SUM)), N);
+  EXPECT_EQ(static_cast<std::int64_t>(allreduce(static_cast<double>(with_params), MPI_SUM)), N);
   if (world_rank() == 0) {
     std::printf("[%d ranks]   forward residuals:", world_size());
     for (const auto& r : s.forward.result.residuals)

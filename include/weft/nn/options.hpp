@@ -103,10 +103,23 @@ class LayerParallelOptions {
 std::string to_string(const LayerParallelOptions& options);
 
 /// One MGRIT solve of a batch (forward or adjoint), as seen by this rank.
+/// How often one solve evaluated one chain layer on this rank, by kind: with the cost of each
+/// kind measured in isolation this gives the solve's work bound (bench/train_step_bench).
+struct LayerEvaluations {
+  std::int64_t plain = 0;  ///< without a graph: x + h F(x) or G(x)
+  std::int64_t recorded =
+      0;                 ///< recording an autograd graph (forward final sweep, adjoint rebuilds)
+  std::int64_t vjp = 0;  ///< vector-Jacobian product for the state only
+  std::int64_t vjp_params = 0;  ///< for the state and the layer's parameters (final sweep)
+};
+
 struct SolveReport {
   mgrit::Result result;          ///< iterations, residual history, converged
   mgrit::Statistics statistics;  ///< hierarchy, step evaluations per level on this rank, timers
   double seconds = 0;            ///< wall time of the whole phase on this rank
+  /// [level][chain layer]: the layer evaluations of the solve's steps on this rank (a coarse
+  /// step counts one evaluation per layer of its composition).
+  std::vector<std::vector<LayerEvaluations>> evaluations;
 };
 
 /// What the last forward/backward pair did on this rank.
