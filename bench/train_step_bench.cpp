@@ -13,7 +13,14 @@
 // with its baseline: weft exact mode on rank 0 with half the batch, and 2 replicas x 1 rank
 // taking half the batch each (gradients averaged); the goal is <= 1.1x per global batch.
 // Per rank it also prints memory: own parameters and buffers, ghost copies, stored states and
-// cached graphs.
+// cached graphs. A third data-parallel reference runs weft exact mode with half the batch on
+// every rank at once, without communication: two processes sharing the machine, which is what
+// the replicas pay besides their all-reduces.
+// Work bound: the cost of each layer evaluation kind (x + h F(x) without graph, with graph,
+// vector-Jacobian product for the state, and for state and parameters) is measured per layer
+// on the sequential network, interleaved with the rounds; each weft configuration's solve time
+// per direction is compared with the sum over its levels of its layer evaluations (counted by
+// the solver's reports) times those costs.
 // Run at 1 and 2 ranks: bench/run_train_bench.sh.
 #include <mpi.h>
 #include <torch/torch.h>
@@ -100,7 +107,83 @@ struct Config {
   std::vector<double> forward, backward, optimizer;
   std::function<RankSplit()> split;  // weft configurations only
   std::vector<RankSplit> splits;
+  std::function<const weft::nn::BatchStatistics*()> stats;  // weft configurations only
+  std::vector<double> fwd_solve, bwd_solve;                 // this rank's solve seconds
 };
+
+// Seconds per layer evaluation of each kind, per chain layer (medians over the rounds).
+struct LayerCosts {
+  std::vector<std::vector<double>> plain, recorded, vjp, vjp_params;  // [layer][sample]
+  void resize(size_t n) {
+    for (auto* v : {&plain, &recorded, &vjp, &vjp_params}) v->resize(n);
+  }
+};
+
+// One sample of every kind for every layer, at the layer's input from a forward of `x`.
+void measure_layer_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x,
+                         LayerCosts& costs) {
+  std::vector<torch::Tensor> inputs;
+  {
+    torch::NoGradGuard no_grad;
+    torch::Tensor z = seq->open().is_empty() ? x : seq->open().forward(x);
+    for (std::int64_t n = 0; n < seq->steps(); ++n) {
+      inputs.push_back(z);
+      const torch::Tensor y = seq->step(n).forward(z);
+      z = seq->is_transition(n) ? y : torch::add(z, y, seq->step_size(n));
+    }
+  }
+  costs.resize(static_cast<size_t>(seq->steps()));
+  for (std::int64_t n = 0; n < seq->steps(); ++n) {
+    const auto k = static_cast<size_t>(n);
+    const torch::Tensor& xn = inputs[k];
+    const double h = seq->step_size(n);
+    const bool transition = seq->is_transition(n);
+    double t0 = now();
+    {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor y = seq->step(n).forward(xn);
+      const torch::Tensor out = transition ? y : torch::add(xn, y, h);
+    }
+    costs.plain[k].push_back(now() - t0);
+    t0 = now();
+    const torch::Tensor leaf = xn.detach().requires_grad_(true);
+    const torch::Tensor y = seq->step(n).forward(leaf);
+    costs.recorded[k].push_back(now() - t0);
+    const torch::Tensor lambda = torch::randn_like(y);
+    const auto params = seq->step(n).module().parameters();
+    for (int with_params = 0; with_params < 2; ++with_params) {
+      std::vector<torch::Tensor> wrt{leaf};
+      if (with_params) wrt.insert(wrt.end(), params.begin(), params.end());
+      t0 = now();
+      auto grads = torch::autograd::grad({y}, wrt, {lambda}, /*retain_graph=*/true);
+      torch::NoGradGuard no_grad;
+      const torch::Tensor out = transition ? grads[0] : torch::add(lambda, grads[0], h);
+      if (with_params)
+        for (size_t p = 1; p < grads.size(); ++p)
+          if (!transition) grads[p].mul_(h);
+      (with_params ? costs.vjp_params : costs.vjp)[k].push_back(now() - t0);
+    }
+  }
+}
+
+std::string fmt_level(size_t level, double seconds) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%sL%zu %.1f", level == 0 ? "" : " ", level, 1e3 * seconds);
+  return text;
+}
+
+// The work bound of one solve on this rank [s]: its layer evaluations times their costs.
+double work_bound(const std::vector<weft::nn::LayerEvaluations>& level,
+                  const std::vector<double>& cost) {
+  const size_t n = level.size();
+  double bound = 0;
+  for (size_t k = 0; k < n; ++k)
+    bound += static_cast<double>(level[k].plain) * cost[k] +
+             static_cast<double>(level[k].recorded) * cost[n + k] +
+             static_cast<double>(level[k].vjp) * cost[2 * n + k] +
+             static_cast<double>(level[k].vjp_params) * cost[3 * n + k];
+  return bound;
+}
 
 Times timed_step(const std::function<torch::Tensor()>& loss_of_forward,
                  torch::optim::Optimizer& opt) {
@@ -235,6 +318,29 @@ int main(int argc, char** argv) {
     };
     configs.back().work = [] { return std::string(); };
   }
+  // Its machine-sharing reference: every rank trains its own copy with half the batch at the
+  // same time (no messages).
+  weft::nn::LayerParallel alone_model(nullptr);
+  std::unique_ptr<torch::optim::SGD> alone_opt;
+  if (ranks == 2) {
+    alone_model = weft::nn::LayerParallel(MPI_COMM_SELF, net);
+    alone_opt = std::make_unique<torch::optim::SGD>(alone_model->parameters(), 0.01);
+    configs.emplace_back();
+    configs.back().name = "weft exact, each rank alone, half";
+    configs.back().step = [&](const torch::Tensor& x, const torch::Tensor& y) {
+      const auto half = x.size(0) / 2;
+      const auto xs = x.slice(0, rank * half, (rank + 1) * half);
+      const auto ys = y.slice(0, rank * half, (rank + 1) * half);
+      return timed_step(
+          [&] {
+            auto out = alone_model->forward(xs);
+            return alone_model->loss(
+                out, [&](const torch::Tensor& z) { return F::cross_entropy(z, ys); });
+          },
+          *alone_opt);
+    };
+    configs.back().work = [] { return std::string(); };
+  }
   for (auto& model : models)
     optimizers.push_back(std::make_unique<torch::optim::SGD>(model->parameters(), 0.01));
   for (size_t m = 0; m < models.size(); ++m) {
@@ -254,6 +360,7 @@ int main(int argc, char** argv) {
           *opt);
     };
     configs.back().work = [model] { return steps_per_level(model); };
+    configs.back().stats = [model]() { return &model->statistics(); };
     configs.back().split = [model]() -> RankSplit {
       const auto& s = model->statistics();
       auto part = [](const weft::nn::SolveReport& r, size_t k) {
@@ -281,8 +388,12 @@ int main(int argc, char** argv) {
   }
 
   // Batch by batch, every configuration in turn: a slow phase of the machine (they last
-  // seconds) then hits all configurations alike.
-  for (int round = 0; round < warmup + rounds; ++round)
+  // seconds) then hits all configurations alike. After each round rank 0 samples the layer
+  // costs (the other ranks sleep in the next round's first reduction).
+  LayerCosts costs;
+  for (int round = 0; round < warmup + rounds; ++round) {
+    if (rank == 0 && round >= warmup)
+      for (int sample = 0; sample < 3; ++sample) measure_layer_costs(seq, data.images[0], costs);
     for (int i = 0; i < batches; ++i)
       for (auto& c : configs) {
         const Times t =
@@ -291,10 +402,15 @@ int main(int argc, char** argv) {
         polite_max(local, slowest);
         if (round < warmup) continue;
         if (c.split) c.splits.push_back(c.split());
+        if (c.stats) {
+          c.fwd_solve.push_back(c.stats()->forward.statistics.solve_seconds);
+          c.bwd_solve.push_back(c.stats()->backward.statistics.solve_seconds);
+        }
         c.forward.push_back(slowest[0]);
         c.backward.push_back(slowest[1]);
         c.optimizer.push_back(slowest[2]);
       }
+  }
 
   if (rank == 0) {
     std::printf(
@@ -319,16 +435,67 @@ int main(int argc, char** argv) {
     if (!work.empty()) std::printf("  %-34s step evaluations per level: %s\n", "", work.c_str());
   }
   if (ranks == 2 && rank == 0) {
-    double half = 0, replicas = 0;
+    double half = 0, replicas = 0, alone = 0;
     for (auto& c : configs) {
       const double total = median(c.forward) + median(c.backward) + median(c.optimizer);
       if (c.name.rfind("weft exact, rank 0, half", 0) == 0) half = total;
       if (c.name.rfind("weft 2 replicas", 0) == 0) replicas = total;
+      if (c.name.rfind("weft exact, each rank alone", 0) == 0) alone = total;
     }
     std::printf(
         "  data parallelism: 2 replicas per global batch / 1 rank with half the batch = "
-        "%.3f (goal <= 1.1)\n",
-        replicas / half);
+        "%.3f (goal <= 1.1); / both ranks with half the batch at once, no messages = %.3f\n",
+        replicas / half, replicas / alone);
+  }
+  // Work bound per configuration, rank, direction and level.
+  const auto layers = static_cast<size_t>(net.layers());
+  std::vector<double> cost(4 * layers);
+  if (rank == 0)
+    for (size_t k = 0; k < layers; ++k) {
+      cost[k] = median(costs.plain[k]);
+      cost[layers + k] = median(costs.recorded[k]);
+      cost[2 * layers + k] = median(costs.vjp[k]);
+      cost[3 * layers + k] = median(costs.vjp_params[k]);
+    }
+  MPI_Bcast(cost.data(), static_cast<int>(cost.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::printf(
+        "  layer evaluation costs [ms] (plain / with graph / VJP state / VJP state+params):");
+    for (size_t k = 0; k < layers; ++k)
+      std::printf("%s %zu: %.2f/%.2f/%.2f/%.2f", k % 4 == 0 ? "\n   " : ";", k, 1e3 * cost[k],
+                  1e3 * cost[layers + k], 1e3 * cost[2 * layers + k], 1e3 * cost[3 * layers + k]);
+    std::printf("\n");
+  }
+  for (auto& c : configs) {
+    if (!c.stats) continue;
+    std::string text;
+    if (c.stats() == nullptr) continue;
+    for (const weft::nn::SolveReport* r : {&c.stats()->forward, &c.stats()->backward}) {
+      const bool is_forward = r == &c.stats()->forward;
+      double bound = 0;
+      std::string levels;
+      for (size_t l = 0; l < r->evaluations.size(); ++l) {
+        const double b = work_bound(r->evaluations[l], cost);
+        bound += b;
+        levels += fmt_level(l, b);
+      }
+      const double solve = median(is_forward ? c.fwd_solve : c.bwd_solve);
+      char line[256];
+      std::snprintf(line, sizeof line, "%s solve %.1f ms, bound %.1f ms (%s), ratio %.3f; ",
+                    is_forward ? "forward" : "backward", 1e3 * solve, 1e3 * bound, levels.c_str(),
+                    bound > 0 ? solve / bound : 0.0);
+      text += line;
+    }
+    // Gather every rank's line on rank 0.
+    std::vector<char> mine(512, '\0');
+    std::snprintf(mine.data(), mine.size(), "%s", text.c_str());
+    std::vector<char> all(mine.size() * static_cast<size_t>(ranks));
+    MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
+               static_cast<int>(mine.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (rank != 0) continue;
+    std::printf("  %s, work bound per rank (levels: bound ms):\n", c.name.c_str());
+    for (int r = 0; r < ranks; ++r)
+      std::printf("    rank %d: %s\n", r, &all[mine.size() * static_cast<size_t>(r)]);
   }
   // Per rank: time in steps (layer evaluations and vector operations) and the rest (waiting for
   // neighbours, collectives, bookkeeping) of the weft configurations.
