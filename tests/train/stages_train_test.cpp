@@ -41,7 +41,7 @@ class StagesTrain : public ::testing::Test {
 
 TEST_F(StagesTrain, ExactModeWithBatchNormAndDropoutEqualsSerialLibTorch) {
   const fs::path dir = work_dir();
-  const std::string args = kSmall + "--epochs 2 --dropout 0.2";
+  const std::string args = kSmall + "--epochs 2 --dropout 0.2 --exact";
   const auto serial = train(1, args + " --serial", dir, "serial");
   const auto parallel = train(3, args, dir, "parallel");
   ASSERT_EQ(serial.size(), 2u);
@@ -62,7 +62,7 @@ TEST_F(StagesTrain, ExactModeWithBatchNormAndDropoutEqualsSerialLibTorch) {
 
 TEST_F(StagesTrain, ReplicasEqualSerialTrainingWithTheGlobalBatch) {
   const fs::path dir = work_dir();
-  const std::string args = kSmall + "--epochs 1 --batchnorm 0";
+  const std::string args = kSmall + "--epochs 1 --batchnorm 0 --exact";
   const auto serial = train(1, args + " --serial", dir, "serial");
   const auto two = train(2, args + " --data-ranks 2", dir, "d2");
   const auto four = train(4, args + " --data-ranks 2", dir, "d2p2");
@@ -79,7 +79,7 @@ TEST_F(StagesTrain, ReplicasEqualSerialTrainingWithTheGlobalBatch) {
 TEST_F(StagesTrain, OneCheckpointResumesAtAnotherSplitAndMultilevelReportsItsLevels) {
   const fs::path dir = work_dir();
   const std::string ck = (dir / "ck").string();
-  const std::string ml = " --fwd-levels 2 --fwd-cf 2 --bwd-levels 2 --bwd-cf 2";
+  const std::string ml = "";  // the stages recipe: 2 levels, cf 2, both directions
   const auto first =
       train(4, kSmall + "--epochs 1 --data-ranks 2 --checkpoint " + ck + ml, dir, "a");
   ASSERT_EQ(first.size(), 1u);
@@ -104,7 +104,9 @@ TEST_F(StagesTrain, BadFlagsAreOneLineAndExitTwoOnEveryRank) {
       {2, "--model resnet --dropout 0.1"},
       {2, "--model stages --dropout 1"},
       {4, "--model stages --stage-channels 8 --stage-steps 2"},
-      {2, "--model mlp"}};
+      {2, "--model mlp"},
+      {2, "--model stages --steps 4"},
+      {2, "--model stages --exact --fwd-levels 2"}};
   for (const auto& [np, args] : cases) {
     const Outcome r = weft(np, "train --no-progress --train-size 100 --test-size 100 " + args, dir);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
