@@ -141,8 +141,10 @@ std::uint64_t stream_seed(std::uint64_t seed, Split split, std::int64_t sample) 
 // Draws sample `label`'s pose, brightness and noise from `rng` into `out` (size^3 voxels).
 void render(int label, std::int64_t size, double noise_voxels, Rng& rng, std::uint8_t* out) {
   const double half = 0.5 * static_cast<double>(size);
-  const double scale = half * rng.uniform(0.5, 0.8);  // voxels per unit of the shape's frame
-  const double room = std::max(0.0, half - scale * kBoundingRadius - 0.5);
+  // Voxels per unit of the shape's frame (at most half - 1: small grids keep a free border).
+  const double scale = std::min(half * rng.uniform(0.5, 0.8), half - 1.0);
+  // The bounding ball stays a voxel inside the grid: the outermost voxels are never covered.
+  const double room = std::max(0.0, half - scale * kBoundingRadius - 1.0);
   const Vec centre = {half + rng.uniform(-1, 1) * room, half + rng.uniform(-1, 1) * room,
                       half + rng.uniform(-1, 1) * room};
   const std::array<double, 9> r = random_rotation(rng);
