@@ -1,7 +1,8 @@
 // End-to-end tests of the 3-D benchmark: `weft data shapes3d` writes a tiny set that
-// `weft train --model conv3d` trains on at 2 ranks (exact and multilevel) with metrics and a
-// checkpoint that `weft eval` reads; `--data shapes3d` generates the cached set once, reuses
-// it and regenerates it when damaged; a model that does not take the data is one line, exit 2.
+// `weft train --model conv3d` trains on at 2 ranks (exact mode equal to --serial, and
+// multilevel) with metrics and a checkpoint that `weft eval` reads; `--data shapes3d` generates
+// the cached set once, reuses it and regenerates it when damaged; a model that does not take
+// the data is one line, exit 2.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -46,6 +47,11 @@ TEST(Shapes3dTrain, Conv3dTrainsOnGeneratedVolumesExactAndMultilevelWithMetricsA
   EXPECT_GE(exact[0]["test_accuracy"].get<double>(), 0.0);
   EXPECT_LE(exact[0]["test_accuracy"].get<double>(), 1.0);
   EXPECT_TRUE(std::isfinite(exact[0]["train_loss"].get<double>()));
+  // Exact mode is plain LibTorch training of the same 3-D network, layer-parallel.
+  const auto serial = train(1, kTiny + data + "--serial", dir, "serial");
+  ASSERT_EQ(serial.size(), 1u);
+  weft::train_test::expect_relative(exact[0]["train_loss"], serial[0]["train_loss"], 1e-4,
+                                    "train loss, exact mode against --serial");
   const auto multilevel = train(
       2, kTiny + data + "--fwd-levels 2 --fwd-cf 2 --bwd-levels 2 --bwd-cf 2", dir, "multilevel");
   ASSERT_EQ(multilevel.size(), 1u);
