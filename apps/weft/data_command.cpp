@@ -135,6 +135,21 @@ std::string shapes3d_cache(MPI_Comm comm) {
   return dir;
 }
 
+std::string data_folder(const std::string& data, MPI_Comm comm) {
+  return data == kShapes3dName ? shapes3d_cache(comm) : data;
+}
+
+bool holds_volumes(const std::string& dir, data::Split split) {
+  std::error_code ec;
+  const std::string volumes = (fs::path(dir) / data::images_file(split, 3)).string();
+  return fs::is_regular_file(volumes, ec) || fs::is_regular_file(volumes + ".gz", ec);
+}
+
+std::string size_text(const data::ImageSet& s) {
+  return s.spatial_dims == 3 ? fmt::format("{}x{}x{}", s.depth, s.rows, s.cols)
+                             : fmt::format("{}x{}", s.rows, s.cols);
+}
+
 Subcommand add_data_command(CLI::App& weft) {
   CLI::App* cmd = weft.add_subcommand(
       "data",

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_support.hpp"
+#include "weft/data/idx.hpp"
 
 namespace weft::cli {
 
@@ -31,5 +32,15 @@ inline constexpr const char* kShapes3dName = "shapes3d";
 /// leaves no half-written set. Throws weft::BadData when no cache folder can be found or
 /// written (then write the set with `weft data shapes3d --out DIR` and pass --data DIR).
 std::string shapes3d_cache(MPI_Comm comm);
+
+/// What `--data` names: the cache folder for "shapes3d" (collective), else the folder as given.
+std::string data_folder(const std::string& data, MPI_Comm comm);
+
+/// Whether `dir` holds volumes (an idx4 image file, as `weft data shapes3d` writes) for `split`
+/// rather than images (idx3).
+bool holds_volumes(const std::string& dir, data::Split split);
+
+/// "28x28" for images, "16x16x16" (depth x rows x cols) for volumes.
+std::string size_text(const data::ImageSet& set);
 
 }  // namespace weft::cli

@@ -63,24 +63,6 @@ struct Dataset {
   std::int64_t count() const { return labels.size(0); }
 };
 
-// `--data shapes3d` names the cached generated 3-D set; anything else is a folder.
-std::string data_folder(const std::string& data, MPI_Comm comm) {
-  return data == kShapes3dName ? shapes3d_cache(comm) : data;
-}
-
-// A folder holds images (idx3) or volumes (idx4, as `weft data shapes3d` writes them).
-bool holds_volumes(const std::string& dir, data::Split split) {
-  std::error_code ec;
-  const std::string volumes = dir + "/" + data::images_file(split, 3);
-  return std::filesystem::is_regular_file(volumes, ec) ||
-         std::filesystem::is_regular_file(volumes + ".gz", ec);
-}
-
-std::string size_text(const data::ImageSet& s) {
-  return s.spatial_dims == 3 ? fmt::format("{}x{}x{}", s.depth, s.rows, s.cols)
-                             : fmt::format("{}x{}", s.rows, s.cols);
-}
-
 data::ImageSet read_split(const std::string& dir, data::Split split, std::int64_t limit) {
   namespace fs = std::filesystem;
   std::error_code ec;
