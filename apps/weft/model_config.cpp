@@ -11,7 +11,7 @@ using json = nlohmann::json;
 
 json to_json(const ModelConfig& m) {
   json j = {{"kind", m.kind}, {"T", m.t_final}, {"seed", m.seed}};
-  if (m.kind == "stages") {
+  if (m.kind == "stages" || m.kind == "conv3d") {
     j["stage_channels"] = m.stage_channels;
     j["stage_steps"] = m.stage_steps;
     j["batchnorm"] = m.batchnorm;
@@ -38,6 +38,7 @@ json checkpoint_metadata(const std::string& dir) {
   try {
     model_from_json(meta.at("model"));
     image_size(meta);
+    image_depth(meta);
     meta.at("epoch").get<int>();
     meta.at("normalization").at("mean").get<double>();
     meta.at("normalization").at("std").get<double>();
@@ -53,12 +54,22 @@ std::pair<std::int64_t, std::int64_t> image_size(const json& meta) {
           meta.at("image").at("cols").get<std::int64_t>()};
 }
 
+std::int64_t image_depth(const json& meta) {
+  return meta.at("image").value("depth", std::int64_t{1});
+}
+
+json image_json(const data::ImageSet& set) {
+  json j = {{"rows", set.rows}, {"cols", set.cols}};
+  if (set.spatial_dims == 3) j["depth"] = set.depth;
+  return j;
+}
+
 ModelConfig model_from_json(const json& j) {
   ModelConfig m;
   m.kind = j.value("kind", std::string("resnet"));  // checkpoints from before stages existed
   m.t_final = j.at("T").get<double>();
   m.seed = j.at("seed").get<std::uint64_t>();
-  if (m.kind == "stages") {
+  if (m.kind == "stages" || m.kind == "conv3d") {
     m.stage_channels = j.at("stage_channels").get<std::vector<std::int64_t>>();
     m.stage_steps = j.at("stage_steps").get<std::vector<std::int64_t>>();
     m.batchnorm = j.at("batchnorm").get<bool>();
@@ -72,17 +83,18 @@ ModelConfig model_from_json(const json& j) {
 }
 
 std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols) {
-  if (m.kind == "stages") {
-    std::string text = "stages";
+  if (m.kind == "stages" || m.kind == "conv3d") {
+    const char* conv = m.kind == "conv3d" ? "conv3x3x3" : "conv3x3";
+    std::string text = m.kind;
     for (size_t s = 0; s < m.stage_channels.size(); ++s)
-      text += fmt::format("{} {}x(conv3x3{}-ReLU{}-conv3x3{}) at {} channels", s ? "," : "",
-                          m.stage_steps[s], m.batchnorm ? "-BN" : "",
-                          m.dropout > 0 ? fmt::format("-dropout {}", m.dropout) : "",
+      text += fmt::format("{} {}x({}{}-ReLU{}-{}{}) at {} channels", s ? "," : "", m.stage_steps[s],
+                          conv, m.batchnorm ? "-BN" : "",
+                          m.dropout > 0 ? fmt::format("-dropout {}", m.dropout) : "", conv,
                           m.batchnorm ? "-BN" : "", m.stage_channels[s]);
     return text + fmt::format(
-                      "; transitions conv3x3 stride 2{}-ReLU; close global pooling-"
+                      "; transitions {} stride 2{}-ReLU; close global pooling-"
                       "linear({}->10); T {} per stage; seed {}",
-                      m.batchnorm ? "-BN" : "", m.stage_channels.back(), m.t_final, m.seed);
+                      conv, m.batchnorm ? "-BN" : "", m.stage_channels.back(), m.t_final, m.seed);
   }
   return fmt::format(
       "open {}, {} steps of conv3x3-ReLU-conv3x3-ReLU at {} channels, T {}, close "

@@ -50,17 +50,19 @@ void check_memory(const TrainConfig& c, const data::ImageSet& train, const data:
                   int ranks) {
   // The stages network: its first (full-resolution) stage's width for every layer, a lower
   // bound as later stages trade resolution for channels.
-  const bool stages = c.model.kind == "stages";
+  const bool stages = c.model.kind == "stages" || c.model.kind == "conv3d";
+  const double taps = train.spatial_dims == 3 ? 27 : 9;  // weights per kernel
   std::int64_t chain = c.model.steps;
   if (stages) {
     chain = static_cast<std::int64_t>(c.model.stage_steps.size()) - 1;
     for (std::int64_t n : c.model.stage_steps) chain += n;
   }
   const double C = static_cast<double>(stages ? c.model.stage_channels.front() : c.model.channels);
-  const double pixels = static_cast<double>(train.rows * train.cols);
+  const double pixels = static_cast<double>(train.image_size());
   const double layers = std::ceil(static_cast<double>(chain) / (c.serial ? 1 : ranks));
   const double copies = c.optimizer == "adam" ? 4 : 3;  // value, gradient, moment(s)
-  const double params = 4.0 * copies * (layers * 2 * (9 * C * C + C) + C * pixels * 32 + 32 * 11);
+  const double params =
+      4.0 * copies * (layers * 2 * (taps * C * C + C) + C * pixels * 32 + 32 * 11);
   const double batch = static_cast<double>(std::min<std::int64_t>(c.batch, train.count));
   const double eval_batch =
       static_cast<double>(std::min<std::int64_t>(std::max<std::int64_t>(c.batch, 500), test.count));
@@ -77,6 +79,20 @@ void check_memory(const TrainConfig& c, const data::ImageSet& train, const data:
         "{}, states {}, data {}), more than the {} available per rank; use smaller values",
         c.model.channels, c.model.steps, c.batch, c.serial ? 1 : ranks, bytes_text(need),
         bytes_text(params), bytes_text(states), bytes_text(sets), bytes_text(have)));
+}
+
+void check_model_data(const std::string& model, int spatial_dims, const std::string& data_dir) {
+  const bool volumes = spatial_dims == 3;
+  if (volumes == (model == "conv3d")) return;
+  if (volumes)
+    throw InvalidOption(fmt::format(
+        "option --model: '{}' takes 2-D images, but --data {} holds 3-D volumes; accepted with "
+        "this data: conv3d",
+        model, data_dir));
+  throw InvalidOption(fmt::format(
+      "option --model: 'conv3d' takes 3-D volumes, but --data {} holds 2-D images; accepted "
+      "with this data: resnet, stages (for volumes: --data shapes3d)",
+      data_dir));
 }
 
 // With --resume the checkpoint fixes the architecture, the seed and the optimizer: a flag that

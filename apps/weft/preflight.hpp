@@ -14,6 +14,10 @@ namespace weft::cli {
 void check_memory(const TrainConfig& c, const data::ImageSet& train, const data::ImageSet& test,
                   int ranks);
 
+/// Throws weft::InvalidOption (exit 2) naming --model and --data when the model does not take
+/// the data's kind: conv3d takes volumes (spatial_dims 3), resnet and stages take images.
+void check_model_data(const std::string& model, int spatial_dims, const std::string& data_dir);
+
 /// With --resume: throws weft::InvalidOption for a flag in `c.given` whose value differs from
 /// the checkpoint's (`stored`, `optimizer`), and for --epochs not beyond the checkpoint's `epoch`.
 void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::string& optimizer,

@@ -127,7 +127,7 @@ TrainConfig resolve_train(const Flags& f) {
                                 "an integer in [1, 1000000]", kMaxSteps);
   c.model.t_final = parse_number("--T", f.get("--T", D::T), "a number > 0");
   if (!(c.model.t_final > 0)) invalid_value("--T", f.get("--T", D::T), "a number > 0");
-  const std::vector<std::string> kinds = {"resnet", "stages"};
+  const std::vector<std::string> kinds = {"resnet", "stages", "conv3d"};
   c.model.kind = kinds[parse_choice("--model", f.get("--model", D::model), kinds)];
   const auto stage_channels = parse_int_list(
       "--stage-channels", f.get("--stage-channels", D::stage_channels), 1, "integers >= 1");
@@ -151,12 +151,12 @@ TrainConfig resolve_train(const Flags& f) {
   if (c.model.kind == "resnet")
     for (const char* flag : {"--stage-channels", "--stage-steps", "--batchnorm", "--dropout"})
       if (f.options.at(flag)->count() > 0)
-        invalid_value(flag, f.text.at(flag), "used with --model stages only");
-  if (c.model.kind == "stages")
+        invalid_value(flag, f.text.at(flag), "used with --model stages or conv3d only");
+  if (c.model.kind == "stages" || c.model.kind == "conv3d")
     for (const char* flag : {"--channels", "--steps", "--open"})
       if (f.options.at(flag)->count() > 0)
         invalid_value(flag, f.text.at(flag), "used with --model resnet only",
-                      "--model stages takes --stage-channels and --stage-steps");
+                      "--model " + c.model.kind + " takes --stage-channels and --stage-steps");
   c.data_ranks = static_cast<int>(parse_integer(
       "--data-ranks", f.get("--data-ranks", D::data_ranks), 1, "an integer >= 1", 1 << 20));
   const std::vector<std::string> opens = {"conv", "copy"};
@@ -213,15 +213,20 @@ Subcommand add_train_command(CLI::App& weft) {
       "--fwd-levels 1 --bwd-levels 1 (the default) is the exact mode; --serial is plain "
       "LibTorch.");
   auto f = std::make_shared<Flags>();
-  f->add(*cmd, "--data", "DIR", fmt::format("MNIST-format data folder (default {})", D::data));
+  f->add(*cmd, "--data", "DIR|shapes3d",
+         fmt::format("MNIST-format data folder (images; volumes as written by `weft data`), or "
+                     "shapes3d: the generated 3-D set, cached in $XDG_CACHE_HOME/weft or "
+                     "~/.cache/weft (default {})",
+                     D::data));
   f->add(*cmd, "--channels", "INT",
          fmt::format("channels C of the residual blocks (default {})", D::channels));
   f->add(*cmd, "--steps", "INT", fmt::format("residual steps N = layers (default {})", D::steps));
   f->add(*cmd, "--T", "X", fmt::format("final time T; step size h = T/N (default {})", D::T));
   f->add(*cmd, "--open", "conv|copy", fmt::format("open layer (default {})", D::open));
-  f->add(*cmd, "--model", "resnet|stages",
-         fmt::format("network: resnet (one stage, --channels/--steps) or stages (batch norm, "
-                     "resolution halved between stages) (default {})",
+  f->add(*cmd, "--model", "resnet|stages|conv3d",
+         fmt::format("network: resnet (one stage, --channels/--steps), stages (batch norm, "
+                     "resolution halved between stages) or conv3d (stages in 3-D, for volumes: "
+                     "--data shapes3d) (default {})",
                      D::model));
   f->add(*cmd, "--stage-channels", "INT,INT...",
          fmt::format("stages: channels of each stage (default {})", D::stage_channels));
@@ -298,8 +303,8 @@ Subcommand add_eval_command(CLI::App& weft) {
   auto f = std::make_shared<Flags>();
   f->add(*cmd, "--resume", "DIR", "checkpoint folder (required)");
   f->options.at("--resume")->required();
-  f->add(*cmd, "--data", "DIR",
-         fmt::format("MNIST-format data folder (default {})", TrainDefaults::data));
+  f->add(*cmd, "--data", "DIR|shapes3d",
+         fmt::format("MNIST-format data folder, or shapes3d (default {})", TrainDefaults::data));
   f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
   f->add(*cmd, "--batch", "INT", "evaluation batch size (default 500)");
   f->add(*cmd, "--threads", "INT", "torch threads per rank; 0 = cores / ranks (default 0)");

@@ -6,6 +6,7 @@
 #include "train_report.hpp"
 
 #include "cli_support.hpp"
+#include "data_command.hpp"
 #include "preflight.hpp"
 
 #include <fmt/format.h>
@@ -57,7 +58,7 @@ struct Normalization {
 };
 
 struct Dataset {
-  torch::Tensor images;  ///< [count, 1, rows, cols], normalized
+  torch::Tensor images;  ///< [count, 1, rows, cols] or [count, 1, depth, rows, cols], normalized
   torch::Tensor labels;  ///< [count] int64
   std::int64_t count() const { return labels.size(0); }
 };
@@ -70,7 +71,8 @@ data::ImageSet read_split(const std::string& dir, data::Split split, std::int64_
                   data::images_file(split) + "[.gz] and " + data::labels_file(split) + "[.gz])");
   data::IdxOptions options;
   options.limit = limit;
-  const std::string images = dir + "/" + data::images_file(split);
+  options.spatial_dims = holds_volumes(dir, split) ? 3 : 2;
+  const std::string images = dir + "/" + data::images_file(split, options.spatial_dims);
   data::ImageSet set = data::load_idx(images, dir + "/" + data::labels_file(split), options);
   if (set.count == 0)
     throw BadData(std::string(split == data::Split::Train ? "the training" : "the test") +
@@ -98,8 +100,10 @@ Dataset to_tensors(const data::ImageSet& set, const Normalization& norm) {
       data::to_float(set, static_cast<float>(norm.mean), static_cast<float>(norm.std));
   std::vector<std::int64_t> labels = data::labels_as_int64(set);
   Dataset d;
-  d.images =
-      torch::from_blob(pixels.data(), {set.count, 1, set.rows, set.cols}, torch::kFloat32).clone();
+  const std::vector<std::int64_t> shape =
+      set.spatial_dims == 3 ? std::vector<std::int64_t>{set.count, 1, set.depth, set.rows, set.cols}
+                            : std::vector<std::int64_t>{set.count, 1, set.rows, set.cols};
+  d.images = torch::from_blob(pixels.data(), shape, torch::kFloat32).clone();
   d.labels = torch::from_blob(labels.data(), {set.count}, torch::kInt64).clone();
   return d;
 }
@@ -114,15 +118,17 @@ void set_threads(int requested, MPI_Comm comm) {
 // Model: the layer-parallel module, or the plain sequential network (--serial, rank 0 only)
 
 nn::Network make_network(const ModelConfig& m, const Dataset& like) {
-  if (m.kind == "stages") {
+  if (m.kind == "stages" || m.kind == "conv3d") {
     models::StagesNetSpec spec;
+    spec.dims = static_cast<int>(like.images.dim()) - 2;
+    if (spec.dims == 3) spec.depth = like.images.size(-3);
     spec.channels = m.stage_channels;
     spec.steps = m.stage_steps;
     spec.t_final = m.t_final;
     spec.batchnorm = m.batchnorm;
     spec.dropout = m.dropout;
-    spec.height = like.images.size(2);
-    spec.width = like.images.size(3);
+    spec.height = like.images.size(-2);
+    spec.width = like.images.size(-1);
     spec.seed = m.seed;
     return models::stages_net(spec);
   }
@@ -337,6 +343,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   int start_epoch = 1;
   std::optional<Normalization> stored_norm;
   std::optional<std::pair<std::int64_t, std::int64_t>> stored_size;
+  std::int64_t stored_depth = 1;
   if (!c.resume_dir.empty()) {
     mpi::collectively(world, [&]() {
       const json meta = checkpoint_metadata(c.resume_dir);
@@ -348,8 +355,10 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       stored_norm = Normalization{meta.at("normalization").at("mean").get<double>(),
                                   meta.at("normalization").at("std").get<double>()};
       stored_size = image_size(meta);
+      stored_depth = image_depth(meta);
     });
   }
+  c.data_dir = data_folder(c.data_dir, world);
 
   // Every rank reads the (small) data set: the input rank needs the images, the output rank the
   // labels, and the batches must agree.
@@ -357,13 +366,16 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   mpi::collectively(world, [&]() {
     train_raw = read_split(c.data_dir, data::Split::Train, c.train_size);
     test_raw = read_split(c.data_dir, data::Split::Test, c.test_size);
-    if (test_raw.rows != train_raw.rows || test_raw.cols != train_raw.cols)
-      throw BadData(fmt::format("wrong image size: test images are {}x{}, training images {}x{}",
-                                test_raw.rows, test_raw.cols, train_raw.rows, train_raw.cols));
-    if (stored_size && *stored_size != std::make_pair(train_raw.rows, train_raw.cols))
-      throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
-                                train_raw.rows, train_raw.cols, c.resume_dir, stored_size->first,
-                                stored_size->second));
+    if (size_text(test_raw) != size_text(train_raw))
+      throw BadData(fmt::format("wrong image size: test images are {}, training images {}",
+                                size_text(test_raw), size_text(train_raw)));
+    check_model_data(c.model.kind, train_raw.spatial_dims, c.data_dir);
+    if (stored_size && (*stored_size != std::make_pair(train_raw.rows, train_raw.cols) ||
+                        stored_depth != train_raw.depth))
+      throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}{}x{}",
+                                size_text(train_raw), c.resume_dir,
+                                stored_depth > 1 ? std::to_string(stored_depth) + "x" : "",
+                                stored_size->first, stored_size->second));
     check_memory(c, train_raw, test_raw, ranks);
   });
   const Normalization norm = stored_norm ? *stored_norm : measure(train_raw);
@@ -391,17 +403,16 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
 
   const bool root = rank == 0;
   if (root) {
-    std::printf("weft train: %s, %lld training / %lld test images %lldx%lld from %s\n",
+    std::printf("weft train: %s, %lld training / %lld test images %s from %s\n",
                 c.serial       ? "sequential LibTorch (--serial)"
                 : replicas > 1 ? fmt::format("{} replicas x layer-parallel on {} rank(s)", replicas,
                                              ranks / replicas)
                                      .c_str()
                                : fmt::format("layer-parallel on {} rank(s)", ranks).c_str(),
                 static_cast<long long>(train.count()), static_cast<long long>(test.count()),
-                static_cast<long long>(train.images.size(2)),
-                static_cast<long long>(train.images.size(3)), c.data_dir.c_str());
+                size_text(train_raw).c_str(), c.data_dir.c_str());
     std::printf("  model: %s\n",
-                describe(c.model, train.images.size(2), train.images.size(3)).c_str());
+                describe(c.model, train.images.size(-2), train.images.size(-1)).c_str());
     std::printf("  training: %s lr %g%s%s, batch %lld, epochs %d (from %d), %d torch thread(s)\n",
                 c.optimizer.c_str(), c.lr, c.lr_schedule == "cosine" ? " (cosine decay)" : "",
                 c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",
@@ -552,13 +563,12 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       if (!metrics) throw BadData("cannot write --metrics file " + c.metrics_path);
     });
     if (!c.checkpoint_dir.empty()) {
-      const json meta = {
-          {"model", to_json(c.model)},
-          {"image", {{"rows", train.images.size(2)}, {"cols", train.images.size(3)}}},
-          {"epoch", epoch},
-          {"normalization", {{"mean", norm.mean}, {"std", norm.std}}},
-          {"optimizer", c.optimizer},
-          {"metrics", record}};
+      const json meta = {{"model", to_json(c.model)},
+                         {"image", image_json(train_raw)},
+                         {"epoch", epoch},
+                         {"normalization", {{"mean", norm.mean}, {"std", norm.std}}},
+                         {"optimizer", c.optimizer},
+                         {"metrics", record}};
       // One checkpoint, written by the first replica (the replicas hold the same parameters);
       // it loads at any (replicas, ranks per replica).
       if (replica == 0)
@@ -578,13 +588,17 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
     });
   json meta;
   data::ImageSet raw;
+  mpi::collectively(comm, [&]() { meta = checkpoint_metadata(c.resume_dir); });
+  const std::string dir = data_folder(c.data_dir, comm);
   mpi::collectively(comm, [&]() {
-    meta = checkpoint_metadata(c.resume_dir);
-    raw = read_split(c.data_dir, data::Split::Test, c.test_size);
+    raw = read_split(dir, data::Split::Test, c.test_size);
     const auto size = image_size(meta);
-    if (size != std::make_pair(raw.rows, raw.cols))
-      throw BadData(fmt::format("wrong image size {}x{}: the model of checkpoint {} takes {}x{}",
-                                raw.rows, raw.cols, c.resume_dir, size.first, size.second));
+    const std::int64_t depth = image_depth(meta);
+    if (size != std::make_pair(raw.rows, raw.cols) || depth != raw.depth ||
+        (model_from_json(meta.at("model")).kind == "conv3d") != (raw.spatial_dims == 3))
+      throw BadData(fmt::format(
+          "wrong image size {}: the model of checkpoint {} takes {}{}x{}", size_text(raw),
+          c.resume_dir, depth > 1 ? std::to_string(depth) + "x" : "", size.first, size.second));
   });
   const ModelConfig m = model_from_json(meta.at("model"));
   const Normalization norm{meta.at("normalization").at("mean").get<double>(),

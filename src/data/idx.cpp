@@ -19,8 +19,12 @@ namespace weft::data {
 namespace {
 
 constexpr std::uint8_t kUbyte = 0x08;  // IDX type code of unsigned bytes
-constexpr std::uint8_t kImageDims = 3;
 constexpr std::uint8_t kLabelDims = 1;
+
+// Dimensions of an image file: the count, then the spatial sizes.
+std::uint8_t image_dims(const IdxOptions& o) {
+  return static_cast<std::uint8_t>(1 + o.spatial_dims);
+}
 
 std::string hex32(std::uint32_t v) {
   char buf[16];
@@ -101,7 +105,7 @@ class IdxFile {
       throw BadData(path_ + ": wrong number of dimensions: " + std::to_string(magic[3]) +
                     " (magic " + hex32(got) + "; an IDX " + kind + " file has " +
                     std::to_string(ndims) + ", magic " + hex32(expected) + ")");
-    std::array<std::uint8_t, 4 * 3> sizes{};
+    std::array<std::uint8_t, 4 * 4> sizes{};
     if (read_some(sizes.data(), 4u * ndims) < 4u * ndims)
       throw BadData(path_ + ": truncated header: expected " + std::to_string(ndims) +
                     " dimension sizes" + truncation_detail());
@@ -131,13 +135,18 @@ class IdxFile {
   };
   std::string path_;
   std::unique_ptr<gzFile_s, Close> file_;
-  std::array<std::int64_t, 3> dims_{};
+  std::array<std::int64_t, 4> dims_{};
 };
 
 void check_options(const IdxOptions& o) {
   if (o.num_classes < 1 || o.num_classes > 256)
     throw InvalidOption("IdxOptions::num_classes must be in 1..256, got " +
                         std::to_string(o.num_classes));
+  if (o.spatial_dims != 2 && o.spatial_dims != 3)
+    throw InvalidOption("IdxOptions::spatial_dims must be 2 (images) or 3 (volumes), got " +
+                        std::to_string(o.spatial_dims));
+  if (o.depth < 0)
+    throw InvalidOption("IdxOptions::depth must be >= 0 (0 = any), got " + std::to_string(o.depth));
   if (o.rows < 0 || o.cols < 0)
     throw InvalidOption("IdxOptions::rows/cols must be >= 0 (0 = any), got " +
                         std::to_string(o.rows) + "x" + std::to_string(o.cols));
@@ -150,18 +159,27 @@ std::int64_t items_to_read(std::int64_t count, std::int64_t limit) {
 // Checks the image header and returns the set's shape (pixels not read yet).
 ImageSet image_shape(const IdxFile& f, const IdxOptions& o) {
   ImageSet s;
+  const bool volume = o.spatial_dims == 3;
+  const std::size_t first = volume ? 2 : 1;  // of rows
+  s.spatial_dims = o.spatial_dims;
   s.count = f.dim(0);
-  s.rows = f.dim(1);
-  s.cols = f.dim(2);
-  const std::string size = std::to_string(s.rows) + "x" + std::to_string(s.cols);
-  if (s.rows == 0 || s.cols == 0) throw BadData(f.path() + ": wrong image size " + size);
-  if ((o.rows > 0 && s.rows != o.rows) || (o.cols > 0 && s.cols != o.cols))
+  s.depth = volume ? f.dim(1) : 1;
+  s.rows = f.dim(first);
+  s.cols = f.dim(first + 1);
+  const std::string size = (volume ? std::to_string(s.depth) + "x" : std::string()) +
+                           std::to_string(s.rows) + "x" + std::to_string(s.cols);
+  auto want = [](std::int64_t v) { return v > 0 ? std::to_string(v) : std::string("any"); };
+  if (s.depth == 0 || s.rows == 0 || s.cols == 0)
+    throw BadData(f.path() + ": wrong image size " + size);
+  if ((o.rows > 0 && s.rows != o.rows) || (o.cols > 0 && s.cols != o.cols) ||
+      (volume && o.depth > 0 && s.depth != o.depth))
     throw BadData(f.path() + ": wrong image size " + size + " (expected " +
-                  (o.rows > 0 ? std::to_string(o.rows) : "any") + "x" +
-                  (o.cols > 0 ? std::to_string(o.cols) : "any") + ")");
-  // Each size is < 2^32, yet rows*cols may exceed 63 bits, and so may the total.
+                  (volume ? want(o.depth) + "x" : std::string()) + want(o.rows) + "x" +
+                  want(o.cols) + ")");
+  // Each size is < 2^32, yet their product may exceed 63 bits, and so may the total.
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-  if (s.rows > kMax / s.cols || (s.count > 0 && s.rows * s.cols > kMax / s.count))
+  if (s.rows > kMax / s.cols || s.depth > kMax / (s.rows * s.cols) ||
+      (s.count > 0 && s.image_size() > kMax / s.count))
     throw BadData(f.path() + ": header sizes too large: " + std::to_string(s.count) +
                   " images of " + size);
   return s;
@@ -182,10 +200,10 @@ std::vector<std::uint8_t> read_labels_body(IdxFile& f, const IdxOptions& o) {
 
 ImageSet read_idx_images(const std::string& path, const IdxOptions& options) {
   check_options(options);
-  IdxFile f(path, kImageDims, "images");
+  IdxFile f(path, image_dims(options), options.spatial_dims == 3 ? "volumes" : "images");
   ImageSet s = image_shape(f, options);
   s.count = items_to_read(s.count, options.limit);
-  s.pixels = f.read_body(s.count, s.rows * s.cols);
+  s.pixels = f.read_body(s.count, s.image_size());
   return s;
 }
 
@@ -199,7 +217,8 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
                   const IdxOptions& options) {
   check_options(options);
   // Both headers first: a count mismatch is reported before any bulk reading.
-  IdxFile images(images_path, kImageDims, "images");
+  IdxFile images(images_path, image_dims(options),
+                 options.spatial_dims == 3 ? "volumes" : "images");
   IdxFile labels(labels_path, kLabelDims, "labels");
   ImageSet s = image_shape(images, options);
   if (s.count != labels.dim(0))
@@ -207,13 +226,21 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
                   std::to_string(s.count) + " images, " + labels.path() + " holds " +
                   std::to_string(labels.dim(0)) + " labels");
   s.count = items_to_read(s.count, options.limit);
-  s.pixels = images.read_body(s.count, s.rows * s.cols);
+  s.pixels = images.read_body(s.count, s.image_size());
   s.labels = read_labels_body(labels, options);
   return s;
 }
 
 std::string images_file(Split split) {
   return split == Split::Train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte";
+}
+
+std::string images_file(Split split, int spatial_dims) {
+  if (spatial_dims == 2) return images_file(split);
+  if (spatial_dims != 3)
+    throw InvalidOption("images_file: spatial_dims must be 2 or 3, got " +
+                        std::to_string(spatial_dims));
+  return split == Split::Train ? "train-images-idx4-ubyte" : "t10k-images-idx4-ubyte";
 }
 
 std::string labels_file(Split split) {
@@ -231,6 +258,68 @@ ImageSet load_mnist_split(const std::string& dir, Split split, std::int64_t limi
 ImageSet load_mnist_split(const std::string& dir, Split split, const IdxOptions& options) {
   const std::filesystem::path d(dir);
   return load_idx((d / images_file(split)).string(), (d / labels_file(split)).string(), options);
+}
+
+namespace {
+
+bool ends_with_gz(const std::string& path) {
+  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+
+std::uint32_t header_size(std::int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<std::uint32_t>::max())
+    throw InvalidOption("write_idx: " + std::string(what) + " " + std::to_string(v) +
+                        " does not fit the 32-bit IDX header");
+  return static_cast<std::uint32_t>(v);
+}
+
+// Header then body, plain or gzip (fast level: the data are regenerated, not archived).
+void write_idx_file(const std::string& path, std::uint8_t ndims,
+                    const std::vector<std::int64_t>& dims, const std::vector<std::uint8_t>& body) {
+  std::vector<std::uint8_t> header = {0, 0, kUbyte, ndims};
+  for (std::int64_t d : dims) {
+    const std::uint32_t v = header_size(d, "size");
+    for (int shift = 24; shift >= 0; shift -= 8)
+      header.push_back(static_cast<std::uint8_t>(v >> shift));
+  }
+  errno = 0;
+  gzFile f = gzopen(path.c_str(), ends_with_gz(path) ? "wb1" : "wbT");
+  if (!f)
+    throw BadData(path + ": cannot write (" + (errno ? std::strerror(errno) : "out of memory") +
+                  ")");
+  bool ok = gzwrite(f, header.data(), static_cast<unsigned>(header.size())) ==
+            static_cast<int>(header.size());
+  constexpr std::size_t kChunk = std::size_t{1} << 24;
+  for (std::size_t at = 0; ok && at < body.size(); at += kChunk) {
+    const auto n = static_cast<unsigned>(std::min(kChunk, body.size() - at));
+    ok = gzwrite(f, body.data() + at, n) == static_cast<int>(n);
+  }
+  const int err = errno;
+  if (gzclose_w(f) != Z_OK || !ok)
+    throw BadData(path + ": cannot write (" + (err ? std::strerror(err) : "write error") + ")");
+}
+
+}  // namespace
+
+void write_idx(const ImageSet& set, const std::string& images_path,
+               const std::string& labels_path) {
+  if (set.spatial_dims != 2 && set.spatial_dims != 3)
+    throw InvalidOption("write_idx: spatial_dims must be 2 or 3, got " +
+                        std::to_string(set.spatial_dims));
+  if (set.count < 0 || set.depth < 1 || set.rows < 1 || set.cols < 1 ||
+      (set.spatial_dims == 2 && set.depth != 1) ||
+      set.pixels.size() != static_cast<std::size_t>(set.count * set.image_size()) ||
+      set.labels.size() != static_cast<std::size_t>(set.count))
+    throw InvalidOption("write_idx: " + std::to_string(set.pixels.size()) + " pixels and " +
+                        std::to_string(set.labels.size()) + " labels do not match " +
+                        std::to_string(set.count) + " images of " + std::to_string(set.depth) +
+                        "x" + std::to_string(set.rows) + "x" + std::to_string(set.cols));
+  std::vector<std::int64_t> dims = {set.count};
+  if (set.spatial_dims == 3) dims.push_back(set.depth);
+  dims.push_back(set.rows);
+  dims.push_back(set.cols);
+  write_idx_file(images_path, static_cast<std::uint8_t>(dims.size()), dims, set.pixels);
+  write_idx_file(labels_path, kLabelDims, {set.count}, set.labels);
 }
 
 std::vector<float> to_float(const ImageSet& set, float mean, float std) {

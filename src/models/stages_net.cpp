@@ -15,8 +15,22 @@ constexpr std::uint64_t kOpenTag = 0x6f70656eULL;  // distinct seed streams per 
 constexpr std::uint64_t kCloseTag = 0x636c6f73ULL;
 constexpr std::uint64_t kTransitionTag = 0x7472616eULL;
 
-torch::nn::Conv2d conv3x3(std::int64_t in, std::int64_t out, std::int64_t stride = 1) {
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1));
+// Appends a 3x3 (3x3x3 in 3-D) convolution, padding 1.
+void conv3x3(torch::nn::Sequential& seq, int dims, std::int64_t in, std::int64_t out,
+             std::int64_t stride = 1) {
+  if (dims == 3)
+    seq->push_back(
+        torch::nn::Conv3d(torch::nn::Conv3dOptions(in, out, 3).stride(stride).padding(1)));
+  else
+    seq->push_back(
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1)));
+}
+
+void batch_norm(torch::nn::Sequential& seq, int dims, std::int64_t channels) {
+  if (dims == 3)
+    seq->push_back(torch::nn::BatchNorm3d(channels));
+  else
+    seq->push_back(torch::nn::BatchNorm2d(channels));
 }
 
 void check(bool ok, const std::string& option, const std::string& detail) {
@@ -41,11 +55,18 @@ nn::Network stages_net(const StagesNetSpec& spec) {
   check(spec.dropout >= 0 && spec.dropout < 1, "dropout",
         number_text(spec.dropout) + " is invalid; accepted: a rate in [0, 1)");
   check(spec.classes >= 1, "classes", "is " + std::to_string(spec.classes) + "; need at least 1");
+  check(spec.dims == 2 || spec.dims == 3, "dims",
+        std::to_string(spec.dims) + " is invalid; accepted: 2 (images) or 3 (volumes)");
+  const int dims = spec.dims;
   std::int64_t side = std::min(spec.height, spec.width);
+  if (dims == 3) side = std::min(side, spec.depth);
   for (size_t s = 1; s < stages; ++s) side = (side + 1) / 2;
-  check(spec.height >= 1 && spec.width >= 1 && (stages == 1 || side >= 1), "height/width",
-        "of " + std::to_string(spec.height) + "x" + std::to_string(spec.width) +
-            " are too small for " + std::to_string(stages) + " stages");
+  check(spec.height >= 1 && spec.width >= 1 && (dims == 2 || spec.depth >= 1) &&
+            (stages == 1 || side >= 1),
+        "height/width",
+        "of " + (dims == 3 ? std::to_string(spec.depth) + "x" : std::string()) +
+            std::to_string(spec.height) + "x" + std::to_string(spec.width) + " are too small for " +
+            std::to_string(stages) + " stages");
 
   const bool bn = spec.batchnorm;
   const double dropout = spec.dropout;
@@ -56,23 +77,25 @@ nn::Network stages_net(const StagesNetSpec& spec) {
     st.steps = spec.steps[s];
     st.t_final = spec.t_final;
     const std::int64_t c = spec.channels[s];
-    st.step = [c, bn, dropout, seed](std::int64_t n) -> nn::Layer {
+    st.step = [c, bn, dropout, seed, dims](std::int64_t n) -> nn::Layer {
       detail::SeedScope scope(seed * 1000003ULL + static_cast<std::uint64_t>(n));
-      torch::nn::Sequential f(conv3x3(c, c));
-      if (bn) f->push_back(torch::nn::BatchNorm2d(c));
+      torch::nn::Sequential f;
+      conv3x3(f, dims, c, c);
+      if (bn) batch_norm(f, dims, c);
       f->push_back(torch::nn::ReLU());
       if (dropout > 0) f->push_back(torch::nn::Dropout(dropout));
-      f->push_back(conv3x3(c, c));
-      if (bn) f->push_back(torch::nn::BatchNorm2d(c));
+      conv3x3(f, dims, c, c);
+      if (bn) batch_norm(f, dims, c);
       return f;
     };
     if (s + 1 < stages) {
       const std::int64_t out = spec.channels[s + 1];
-      st.transition = [c, out, bn, seed](std::int64_t n) -> nn::Layer {
+      st.transition = [c, out, bn, seed, dims](std::int64_t n) -> nn::Layer {
         detail::SeedScope scope((seed ^ kTransitionTag) * 1000003ULL +
                                 static_cast<std::uint64_t>(n));
-        torch::nn::Sequential g(conv3x3(c, out, 2));
-        if (bn) g->push_back(torch::nn::BatchNorm2d(out));
+        torch::nn::Sequential g;
+        conv3x3(g, dims, c, out, 2);
+        if (bn) batch_norm(g, dims, out);
         g->push_back(torch::nn::ReLU());
         return g;
       };
@@ -80,19 +103,25 @@ nn::Network stages_net(const StagesNetSpec& spec) {
     net.stages.push_back(st);
   }
   const std::int64_t c0 = spec.channels.front(), last = spec.channels.back();
-  net.open = [c0, bn, seed]() -> nn::Layer {
+  net.open = [c0, bn, seed, dims]() -> nn::Layer {
     detail::SeedScope scope(seed ^ kOpenTag);
-    torch::nn::Sequential open(conv3x3(1, c0));
-    if (bn) open->push_back(torch::nn::BatchNorm2d(c0));
+    torch::nn::Sequential open;
+    conv3x3(open, dims, 1, c0);
+    if (bn) batch_norm(open, dims, c0);
     open->push_back(torch::nn::ReLU());
     return open;
   };
   const int classes = spec.classes;
-  net.close = [last, classes, seed]() -> nn::Layer {
+  net.close = [last, classes, seed, dims]() -> nn::Layer {
     detail::SeedScope scope(seed ^ kCloseTag);
-    return torch::nn::Sequential(
-        torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions(1)), torch::nn::Flatten(),
-        torch::nn::Linear(last, classes));
+    torch::nn::Sequential close;
+    if (dims == 3)
+      close->push_back(torch::nn::AdaptiveAvgPool3d(torch::nn::AdaptiveAvgPool3dOptions(1)));
+    else
+      close->push_back(torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions(1)));
+    close->push_back(torch::nn::Flatten());
+    close->push_back(torch::nn::Linear(last, classes));
+    return close;
   };
   return net;
 }

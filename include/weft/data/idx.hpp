@@ -2,6 +2,8 @@
 // Reader for the IDX format of MNIST and Fashion-MNIST (http://yann.lecun.com/exdb/mnist/):
 // a big-endian header (magic 0x00000803 for images, 0x00000801 for labels, then one 32-bit
 // size per dimension) followed by unsigned bytes. Files may be gzip-compressed or plain.
+// Volumes (3-D images, e.g. the generated shapes3d set) use magic 0x00000804: count, depth,
+// rows, cols; a reader asks for one kind or the other (IdxOptions::spatial_dims).
 // Every problem with a file throws weft::BadData naming the file and the problem.
 #include <cstdint>
 #include <string>
@@ -10,11 +12,16 @@
 namespace weft::data {
 
 /// Images and their labels, in file order. Pixel i of image n is pixels[n*rows*cols + i]
-/// (row-major). `labels` is empty when only images were read.
+/// (row-major); for volumes voxel i of volume n is pixels[n*depth*rows*cols + i] (depth
+/// slowest). `labels` is empty when only images were read.
 struct ImageSet {
   std::int64_t count = 0;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+  std::int64_t depth = 1;  ///< slices of a volume; 1 for 2-D images
+  int spatial_dims = 2;    ///< 2: images (idx3 files), 3: volumes (idx4 files)
+  /// Values per image: depth * rows * cols.
+  std::int64_t image_size() const { return depth * rows * cols; }
   std::vector<std::uint8_t> pixels;
   std::vector<std::uint8_t> labels;
 };
@@ -29,6 +36,11 @@ struct IdxOptions {
   /// Expected image size; 0 accepts any size.
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+  /// 2: an image file must have 3 dimensions (count, rows, cols), 3: a volume file 4 (count,
+  /// depth, rows, cols); any other header is refused.
+  int spatial_dims = 2;
+  /// Expected depth of volumes; 0 accepts any.
+  std::int64_t depth = 0;
 };
 
 enum class Split { Train, Test };
@@ -48,6 +60,15 @@ ImageSet load_idx(const std::string& images_path, const std::string& labels_path
 /// train-images-idx3-ubyte / train-labels-idx1-ubyte, t10k-images-idx3-ubyte / t10k-...
 std::string images_file(Split split);
 std::string labels_file(Split split);
+/// The image file name for `spatial_dims` 2 (as above) or 3 (train-images-idx4-ubyte,
+/// t10k-images-idx4-ubyte).
+std::string images_file(Split split, int spatial_dims);
+
+/// Writes `set`'s images (idx3, or idx4 when set.spatial_dims is 3) and labels to the two
+/// paths, gzip-compressed when a path ends in ".gz". Throws weft::BadData naming the file when
+/// it cannot be written, weft::InvalidOption when a size does not fit the 32-bit header or
+/// pixels/labels do not match the counts.
+void write_idx(const ImageSet& set, const std::string& images_path, const std::string& labels_path);
 
 /// Loads `split` from `dir` (standard names, plain or .gz), insisting on 28x28 images and
 /// labels 0..9.

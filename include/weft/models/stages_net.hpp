@@ -6,7 +6,9 @@
 //   transition:  conv3x3 stride 2 C_s->C_{s+1}, BN, ReLU  (halves the resolution)
 //   close:       global average pooling -> linear(C_last -> classes)
 // h_s = t_final / N_s. Batch norm (`batchnorm`) and dropout (`dropout` > 0, after the ReLU
-// inside each step) are optional. Every layer's initial parameters depend only on (seed, layer).
+// inside each step) are optional. With `dims` 3 every convolution, batch norm and the pooling
+// are their 3-D versions (3x3x3 kernels) and the input is [batch, 1, depth, height, width]
+// (`weft train --model conv3d`). Every layer's initial parameters depend only on (seed, layer).
 #include <cstdint>
 #include <vector>
 
@@ -19,7 +21,9 @@ struct StagesNetSpec {
   std::vector<std::int64_t> steps{2, 2, 2};       ///< N_s per stage
   double t_final = 1.0;                           ///< per stage
   bool batchnorm = true;
-  double dropout = 0.0;  ///< in [0, 1)
+  double dropout = 0.0;    ///< in [0, 1)
+  int dims = 2;            ///< spatial dimensions: 2 (images) or 3 (volumes)
+  std::int64_t depth = 1;  ///< volumes only
   std::int64_t height = 28;
   std::int64_t width = 28;
   int classes = 10;

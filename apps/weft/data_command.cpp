@@ -1,0 +1,173 @@
+#include "data_command.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "weft/data/idx.hpp"
+#include "weft/data/shapes3d.hpp"
+#include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace weft::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DataArgs {
+  std::string set, out, train = "4000", test = "1000", size = "32", seed = "1";
+};
+
+// The bump in the folder name retires caches written by an older generator.
+constexpr int kGeneratorVersion = 1;
+
+// Reads both splits through; throws weft::BadData naming the file when anything is off.
+void verify(const std::string& dir, std::int64_t train, std::int64_t test, std::int64_t size) {
+  for (const data::Split split : {data::Split::Train, data::Split::Test}) {
+    data::IdxOptions o;
+    o.spatial_dims = 3;
+    o.depth = o.rows = o.cols = size;
+    const auto d = fs::path(dir);
+    const data::ImageSet s = data::load_idx((d / data::images_file(split, 3)).string(),
+                                            (d / data::labels_file(split)).string(), o);
+    const std::int64_t want = split == data::Split::Train ? train : test;
+    if (s.count != want)
+      throw BadData(fmt::format("{}: holds {} samples, expected {}",
+                                (d / data::images_file(split, 3)).string(), s.count, want));
+  }
+}
+
+// Writes the set into DIR.tmp-PID, then renames it to DIR (replacing a damaged DIR).
+void generate_into(const std::string& dir, std::int64_t train, std::int64_t test, std::int64_t size,
+                   std::uint64_t seed) {
+  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  data::write_shapes3d(tmp, train, test, size, seed);
+  fs::remove_all(dir, ec);
+  fs::rename(tmp, dir, ec);
+  if (ec && !fs::is_directory(dir)) {  // another job may have put it in place meanwhile
+    fs::remove_all(tmp, ec);
+    throw BadData("cannot move the generated shapes3d set into " + dir + " (" + ec.message() + ")");
+  }
+  fs::remove_all(tmp, ec);
+}
+
+std::string cache_root() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return (fs::path(xdg) / "weft").string();
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return (fs::path(home) / ".cache" / "weft").string();
+  throw BadData(
+      "--data shapes3d: no cache folder (neither XDG_CACHE_HOME nor HOME is set); write the "
+      "set with 'weft data shapes3d --out DIR' and pass --data DIR");
+}
+
+int run_data(const DataArgs& a, MPI_Comm comm) {
+  const std::int64_t train =
+      parse_integer("--train-size", a.train, 1, "an integer in [1, 1000000]", 1000000);
+  const std::int64_t test =
+      parse_integer("--test-size", a.test, 1, "an integer in [1, 1000000]", 1000000);
+  const std::int64_t size = parse_integer("--size", a.size, 4, "an integer in [4, 256]", 256);
+  const auto seed =
+      static_cast<std::uint64_t>(parse_integer("--seed", a.seed, 0, "an integer >= 0", 1LL << 62));
+  if (static_cast<double>(train + test) * static_cast<double>(size * size * size) > 4e10)
+    invalid_value("--train-size", a.train, "a set of at most 40 GB",
+                  fmt::format("{} + {} samples of {}^3 voxels", train, test, size));
+  const int rank = weft::mpi::rank(comm);
+  mpi::collectively(comm, [&]() {
+    if (rank == 0) check_output_folder("--out", a.out, 0);
+  });
+  mpi::collectively(comm, [&]() {
+    if (rank != 0) return;
+    const auto start = std::chrono::steady_clock::now();
+    data::write_shapes3d(a.out, train, test, size, seed);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "weft data: shapes3d, %lld training + %lld test samples of %lld^3 voxels, "
+        "seed %llu, in %s (%.1f s)\n",
+        static_cast<long long>(train), static_cast<long long>(test), static_cast<long long>(size),
+        static_cast<unsigned long long>(seed), a.out.c_str(), seconds);
+    std::fflush(stdout);
+  });
+  return kExitOk;
+}
+
+}  // namespace
+
+std::string shapes3d_cache(MPI_Comm comm) {
+  using D = Shapes3dDefaults;
+  std::string dir;
+  mpi::collectively(comm, [&]() {
+    dir = (fs::path(cache_root()) / fmt::format("shapes3d-v{}-{}-{}-{}-seed{}", kGeneratorVersion,
+                                                D::size, D::train, D::test, D::seed))
+              .string();
+    if (weft::mpi::rank(comm) != 0) return;
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) {
+      try {
+        verify(dir, D::train, D::test, D::size);
+        return;
+      } catch (const BadData& e) {
+        std::fprintf(stderr, "weft: the cached shapes3d set is damaged (%s); regenerating it\n",
+                     e.what());
+      }
+    } else {
+      std::printf("weft: generating the shapes3d set into %s (once)\n", dir.c_str());
+      std::fflush(stdout);
+    }
+    fs::create_directories(fs::path(dir).parent_path(), ec);
+    if (ec)
+      throw BadData("--data shapes3d: cannot create the cache folder " +
+                    fs::path(dir).parent_path().string() + " (" + ec.message() + ")");
+    generate_into(dir, D::train, D::test, D::size, D::seed);
+    verify(dir, D::train, D::test, D::size);
+  });
+  return dir;
+}
+
+std::string data_folder(const std::string& data, MPI_Comm comm) {
+  return data == kShapes3dName ? shapes3d_cache(comm) : data;
+}
+
+bool holds_volumes(const std::string& dir, data::Split split) {
+  std::error_code ec;
+  const std::string volumes = (fs::path(dir) / data::images_file(split, 3)).string();
+  return fs::is_regular_file(volumes, ec) || fs::is_regular_file(volumes + ".gz", ec);
+}
+
+std::string size_text(const data::ImageSet& s) {
+  return s.spatial_dims == 3 ? fmt::format("{}x{}x{}", s.depth, s.rows, s.cols)
+                             : fmt::format("{}x{}", s.rows, s.cols);
+}
+
+Subcommand add_data_command(CLI::App& weft) {
+  CLI::App* cmd = weft.add_subcommand(
+      "data",
+      "Write a generated data set: 'weft data shapes3d --out DIR' writes the 3-D shapes "
+      "benchmark (10 classes of voxelized primitives) for 'weft train --data DIR --model conv3d'.");
+  auto a = std::make_shared<DataArgs>();
+  cmd->add_option("set", a->set, "the data set: shapes3d")
+      ->required()
+      ->check(CLI::IsMember({"shapes3d"}))
+      ->type_name("SET");
+  cmd->add_option("--out", a->out, "output folder (created if missing)")
+      ->required()
+      ->type_name("DIR");
+  cmd->add_option("--train-size", a->train, "training samples (default 4000)")->type_name("INT");
+  cmd->add_option("--test-size", a->test, "test samples (default 1000)")->type_name("INT");
+  cmd->add_option("--size", a->size, "voxels per side (default 32)")->type_name("INT");
+  cmd->add_option("--seed", a->seed, "generator seed (default 1)")->type_name("INT");
+  return Subcommand{cmd, [a](MPI_Comm comm) { return run_data(*a, comm); }};
+}
+
+}  // namespace weft::cli
