@@ -243,17 +243,19 @@ void run_case(const Case& c, int rank, int rounds) {
   }
 
   // Gradient error with the few iterations used in training: 2 levels, cf 2.
+  const char* variants[] = {"no spatial", "spatial 0,1, same kernels",
+                            "spatial 0,1, scaled kernels"};
   for (int iters : {1, 2})
-    for (bool sp : {false, true}) {
-      LayerParallel m(
-          MPI_COMM_WORLD, make_network(c),
-          hierarchy(2, 2, iters, iters, sp ? std::vector<int>{0, 1} : std::vector<int>{}));
-      const auto [g, o] = errors(m, exact, x, labels);
+    for (int v : {0, 1, 2}) {
+      auto o = hierarchy(2, 2, iters, iters, v ? std::vector<int>{0, 1} : std::vector<int>{});
+      o.spatial_scale_kernels(v == 2);
+      LayerParallel m(MPI_COMM_WORLD, make_network(c), o);
+      const auto [g, out] = errors(m, exact, x, labels);
       if (rank == 0)
         std::printf(
             "2 levels cf 2, %d forward / %d backward iteration(s), %s: gradient error "
             "%.2e, output error %.2e\n",
-            iters, iters, sp ? "spatial 0,1" : "no spatial", g, o);
+            iters, iters, variants[v], g, out);
     }
 }
 

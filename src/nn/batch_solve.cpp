@@ -132,7 +132,7 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
     out = s.evaluator_.step_from(a, in, g.y.detach());
     s.graphs_[static_cast<size_t>(a - s.bank_.begin())] = std::move(g);
   } else {
-    out = s.evaluator_.step(a, b, in, final_fine);
+    out = s.evaluator_.step(a, b, in, final_fine, depth(info.level));
   }
   const auto& expected = s.shape_of_point(b, depth(info.level));
   if (out.sizes() != torch::IntArrayRef(expected))
@@ -176,7 +176,7 @@ void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
   std::vector<Tensor> param_grads;
   out = s.evaluator_.vjp(a, b, *x, in, g, /*retain_graph=*/cache && !final_fine,
                          final_fine ? &s.bank_.layer_params()[k] : nullptr,
-                         final_fine ? &param_grads : nullptr, &built);
+                         final_fine ? &param_grads : nullptr, &built, d);
   if (built && fine) ++s.stats_.graphs_built;
   if (final_fine || !cache) g = Graph();  // the final sweep is each graph's last use
   if (final_fine) {
@@ -215,6 +215,7 @@ BatchSolve::BatchSolve(MPI_Comm comm, const Chain& chain, const Placement& place
 void BatchSolve::configure(const LayerParallelOptions& options, const Placement& placement) {
   options_ = options;
   placement_ = placement;
+  evaluator_.scale_kernels(options.spatial_scale_kernels());
   reset();
 }
 

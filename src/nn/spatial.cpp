@@ -32,6 +32,20 @@ std::vector<std::int64_t> coarsened_shape(std::vector<std::int64_t> shape) {
   return shape;
 }
 
+Tensor scaled_kernel(const Tensor& weight, int depth) {
+  torch::NoGradGuard no_grad;
+  // k' = V^-1 diag(1, 1/2, 1/4) V k with V the moments (rows 1, j, j^2 over j = -1, 0, 1).
+  const Tensor a =
+      torch::tensor({3.0 / 8, 0.0, -1.0 / 8, 3.0 / 4, 1.0, 3.0 / 4, -1.0 / 8, 0.0, 3.0 / 8},
+                    weight.options())
+          .view({3, 3});
+  Tensor w = weight;
+  for (int level = 0; level < depth; ++level)
+    w = weight.dim() == 4 ? torch::einsum("pr,qs,oirs->oipq", {a, a, w})
+                          : torch::einsum("pr,qs,tu,oirsu->oipqt", {a, a, a, w});
+  return w;
+}
+
 const Tensor& SpatialTransfer::kernel(const Tensor& like, double scale) {
   const std::int64_t channels = like.size(1), dims = like.dim() - 2;
   auto key = std::make_tuple(channels, dims, static_cast<int>(like.scalar_type()),

@@ -29,6 +29,12 @@ std::string why_not_coarsenable(const std::vector<std::int64_t>& shape);
 /// The restricted shape (every spatial side halved).
 std::vector<std::int64_t> coarsened_shape(std::vector<std::int64_t> shape);
 
+/// A 3x3 (3x3x3) convolution kernel for a grid 2^depth times coarser: per spatial dimension the
+/// moments sum k_j, sum j k_j, sum j^2 k_j (j = -1, 0, 1) are scaled by 1, 1/2, 1/4 per
+/// coarsening, so that on smooth states the coarse convolution approximates the fine one
+/// restricted (to second order). Constants (sum k_j) are kept.
+torch::Tensor scaled_kernel(const torch::Tensor& weight, int depth);
+
 class SpatialTransfer {
  public:
   /// The fine state restricted to the grid twice as coarse (no graph).

@@ -85,6 +85,31 @@ TEST(SpatialTransfer, FullWeightingOfALinearFunctionSamplesItAtEvenPoints) {
             1e-13);
 }
 
+TEST(SpatialTransfer, ScaledKernelsScaleTheMomentOfOrderABy2PowerMinusAPerCoarsening) {
+  // M_ab = sum K[r][s] j_r^a j_s^b (j = -1, 0, 1): a kernel for a grid twice as coarse has
+  // M_ab / 2^(a+b), so its sum (M_00) is kept.
+  torch::manual_seed(4);
+  const Tensor k = torch::randn({2, 3, 3, 3}, kDouble);
+  const Tensor c = weft::nn::detail::scaled_kernel(k, 1);
+  const Tensor j = torch::tensor({-1.0, 0.0, 1.0}, kDouble);
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) {
+      const Tensor w = torch::outer(j.pow(a), j.pow(b));
+      const Tensor fine = (k * w).sum({2, 3}), coarse = (c * w).sum({2, 3});
+      EXPECT_LT((coarse - fine * std::pow(0.5, a + b)).abs().max().item<double>(), 1e-14)
+          << "moment " << a << "," << b;
+    }
+  // Two coarsenings are one coarsening twice; a centred delta (the identity) is left alone.
+  EXPECT_LT((weft::nn::detail::scaled_kernel(k, 2) - weft::nn::detail::scaled_kernel(c, 1))
+                .abs()
+                .max()
+                .item<double>(),
+            1e-14);
+  Tensor delta = torch::zeros({1, 1, 3, 3, 3}, kDouble);
+  delta.index_put_({0, 0, 1, 1, 1}, 1.0);
+  EXPECT_LT((weft::nn::detail::scaled_kernel(delta, 2) - delta).abs().max().item<double>(), 1e-15);
+}
+
 // ------------------------------------------------------------------------------------------
 // Networks: open conv 1 -> C, steps conv-tanh-conv, optional stride-2 transition, close linear
 
@@ -158,13 +183,14 @@ Tensor input_of(const Shape& s, std::int64_t batch) {
   return torch::randn(shape, kDouble);
 }
 
-LayerParallelOptions converged(int levels, std::vector<int> spatial) {
+LayerParallelOptions converged(int levels, std::vector<int> spatial, bool scale_kernels = false) {
   auto solve = [&] {
     return mgrit::Options().max_levels(levels).cfactor(2).nrelax(1).max_iterations(30).abs_tol(
         1e-13);
   };
   LayerParallelOptions o;
   o.forward(solve()).backward(solve()).spatial_levels(std::move(spatial));
+  o.spatial_scale_kernels(scale_kernels);
   return o;
 }
 
@@ -218,6 +244,7 @@ struct ConvergenceCase {
   Shape shape;
   int levels;
   std::vector<int> spatial;
+  bool scale_kernels = false;
 };
 
 void PrintTo(const ConvergenceCase& c, std::ostream* os) {
@@ -228,7 +255,8 @@ class Converged : public ::testing::TestWithParam<ConvergenceCase> {};
 
 TEST_P(Converged, OutputsAndEveryGradientEqualExactMode) {
   const ConvergenceCase& c = GetParam();
-  LayerParallel model(MPI_COMM_WORLD, make_network(c.shape), converged(c.levels, c.spatial));
+  LayerParallel model(MPI_COMM_WORLD, make_network(c.shape),
+                      converged(c.levels, c.spatial, c.scale_kernels));
   LayerParallel exact(MPI_COMM_WORLD, make_network(c.shape), LayerParallelOptions());
   const Outcome o = run_both(c.shape, model, exact);
   if (world_rank() == 0)
@@ -252,7 +280,12 @@ INSTANTIATE_TEST_SUITE_P(
         ConvergenceCase{"2-D, 2 stages, 2 levels", Shape{2, 8, {4, 3}, {2, 3}}, 2, {0, 1}},
         ConvergenceCase{"2-D, 2 stages, 3 levels", Shape{2, 8, {4, 3}, {2, 3}}, 3, {0, 1, 1}},
         ConvergenceCase{"3-D, 3 levels, level 2 only", Shape{3, 4, {8}, {2}}, 3, {0, 0, 1}},
-        ConvergenceCase{"3-D, 3 levels", Shape{3, 4, {8}, {2}}, 3, {0, 1, 1}}),
+        ConvergenceCase{"3-D, 3 levels", Shape{3, 4, {8}, {2}}, 3, {0, 1, 1}},
+        ConvergenceCase{"2-D, 2 stages, 3 levels, scaled kernels",
+                        Shape{2, 8, {4, 3}, {2, 3}},
+                        3,
+                        {0, 1, 1},
+                        true}),
     [](const ::testing::TestParamInfo<ConvergenceCase>& p) {
       std::string name;
       for (char ch : std::string(p.param.label))

@@ -94,6 +94,14 @@ class LayerParallelOptions {
     return *this;
   }
 
+  /// On levels coarsened in space, evaluate the layers' 3x3 (3x3x3) convolutions with kernels
+  /// rescaled for the coarser grid (moments of order 1 and 2 halved and quartered per
+  /// coarsening, see docs/training.md); off: the same kernels on every grid.
+  LayerParallelOptions& spatial_scale_kernels(bool on) {
+    spatial_scale_kernels_ = on;
+    return *this;
+  }
+
   const mgrit::Options& forward() const { return forward_; }
   const mgrit::Options& backward() const { return backward_; }
   bool cache_graphs() const { return cache_graphs_; }
@@ -102,6 +110,7 @@ class LayerParallelOptions {
   std::int64_t bucket_bytes() const { return bucket_bytes_; }
   const std::vector<int>& forward_spatial() const { return forward_spatial_; }
   const std::vector<int>& backward_spatial() const { return backward_spatial_; }
+  bool spatial_scale_kernels() const { return spatial_scale_kernels_; }
 
   /// What the forward / adjoint solver actually runs with (the user's options plus the
   /// overrides listed above).
@@ -119,6 +128,7 @@ class LayerParallelOptions {
   std::uint64_t seed_ = 0;
   std::int64_t bucket_bytes_ = 1 << 20;
   std::vector<int> forward_spatial_, backward_spatial_;
+  bool spatial_scale_kernels_ = false;
 };
 
 /// One line per direction: levels, cfactors, relaxation, iterations, tolerances, ...
