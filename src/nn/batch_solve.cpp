@@ -310,6 +310,31 @@ void BatchSolve::find_spatial_shapes() {
          {std::make_pair(&forward_depth_, "forward"), std::make_pair(&adjoint_depth_, "backward")})
       for (size_t l = 1; l < depths->size(); ++l)
         if ((*depths)[l] > (*depths)[l - 1]) deepen((*depths)[l], which, static_cast<int>(l));
+    // The local step layers must work on every coarse grid too (no fixed spatial sizes): a
+    // failure in the middle of a solve would leave the other ranks waiting.
+    for (size_t d = 1; d < depth_shapes_.size(); ++d)
+      for (std::int64_t n = bank_.begin(); n < bank_.end(); ++n) {
+        if (chain_.is_transition(n)) continue;  // probed above
+        const auto& in = shape_of_point(n, static_cast<int>(d));
+        std::string error;
+        torch::nn::Module& m = bank_.local(n).module();
+        const bool was_training = m.is_training();
+        m.train(false);
+        try {
+          const Tensor y =
+              evaluator_.layer(n, torch::zeros(in, shapes_.options()), false, static_cast<int>(d));
+          if (!y.defined() || y.sizes() != torch::IntArrayRef(in))
+            error = "maps it to shape " + (y.defined() ? shape_text(y.sizes()) : "undefined");
+        } catch (const std::exception& e) {
+          error = "fails on it: " + message_of(e);
+        }
+        m.train(was_training);
+        if (!error.empty())
+          throw InvalidOption(
+              "layer-parallel network: spatial coarsening: " + chain_.layer_label(n) +
+              " applied to a state restricted " + std::to_string(d) + " time(s) in space (shape " +
+              shape_text(in) + ") " + error);
+      }
   });
 }
 

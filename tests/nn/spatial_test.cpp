@@ -375,6 +375,26 @@ TEST(SpatialLevelsBadInput, AStateTooSmallToCoarsenIsRejectedOnEveryRank) {
   expect_invalid([&] { model->forward(input_of(s, 2)); }, "spatial size 3");
 }
 
+TEST(SpatialLevelsBadInput, AStepLayerTiedToTheFineGridIsRejectedOnEveryRank) {
+  // A linear map over all pixels works on 8x8 states only.
+  Network net;
+  net.steps = 4;
+  net.step = [](std::int64_t n) {
+    torch::manual_seed(static_cast<std::uint64_t>(n));
+    tnn::Sequential q(tnn::Flatten(), tnn::Linear(2 * 8 * 8, 2 * 8 * 8),
+                      tnn::Unflatten(tnn::UnflattenOptions(1, {2, 8, 8})));
+    q->to(torch::kFloat64);
+    return Layer(q);
+  };
+  LayerParallel model(MPI_COMM_WORLD, net, converged(2, {0, 1}));
+  torch::NoGradGuard no_grad;
+  expect_invalid(
+      [&] {
+        model->forward(torch::randn({3, 2, 8, 8}, kDouble));
+      },
+      "restricted 1 time(s) in space (shape [3, 2, 4, 4]) fails on it");
+}
+
 TEST(SpatialLevelsBadInput, FlatStatesAreRejectedOnEveryRank) {
   Network net;
   net.steps = 4;
