@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "spatial_flags.hpp"
 #include "training.hpp"
 #include "weft/util/error.hpp"
 
@@ -199,6 +200,8 @@ TrainConfig resolve_train(const Flags& f) {
   c.checkpoint_dir = f.get("--checkpoint", "");
   c.resume_dir = f.get("--resume", "");
   c.parallel.forward(solver_options(f, "fwd", recipe)).backward(solver_options(f, "bwd", recipe));
+  if (f.options.at("--spatial-levels")->count() > 0)
+    apply_spatial_levels(f.text.at("--spatial-levels"), c);
   c.parallel.validate();
   return c;
 }
@@ -285,6 +288,9 @@ Subcommand add_train_command(CLI::App& weft) {
   cmd->add_flag("--exact", f->exact,
                 "exact mode: one level forward and backward (sequential chains over the ranks; "
                 "gradients equal ordinary backprop), whatever the model's default");
+  f->add(*cmd, "--spatial-levels", "0|1,...",
+         "one 0/1 per level (both directions): 1 where that level's states are coarsened in "
+         "space (stride 2) relative to the level above; convolutional models (default none)");
   cmd->add_flag("--warm-start", f->warm_start,
                 "start each batch's MGRIT solves from the previous batch's states");
   cmd->add_flag("--serial", f->serial, "plain sequential LibTorch training on rank 0 (reference)");

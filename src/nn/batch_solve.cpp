@@ -1,6 +1,7 @@
 // One batch through the chain: the forward and adjoint MGRIT solves over tensor states.
 #include "batch_solve.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -89,6 +90,26 @@ void TensorOps::unpack(const void* buffer, Tensor& u) const {
     u.copy_(blob);
 }
 
+int TensorOps::depth(int level) const {
+  const auto& d = adjoint ? solve->adjoint_depth_ : solve->forward_depth_;
+  if (d.empty() || level < 0) return 0;
+  return d[std::min(static_cast<size_t>(level), d.size() - 1)];
+}
+
+void TensorOps::coarsen(const Tensor& fine, Tensor& coarse, int fine_level) const {
+  if (depth(fine_level + 1) > depth(fine_level))
+    coarse = solve->transfer_.restrict(fine);
+  else
+    copy(fine, coarse);
+}
+
+void TensorOps::refine(const Tensor& coarse, Tensor& fine, int coarse_level) const {
+  if (depth(coarse_level) > depth(coarse_level - 1))
+    fine = solve->transfer_.interpolate(coarse);
+  else
+    copy(coarse, fine);
+}
+
 // ------------------------------------------------------------------------------------------
 // The Apps
 
@@ -112,15 +133,16 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
     out = s.evaluator_.step_from(a, in, g.y.detach());
     s.graphs_[static_cast<size_t>(a - s.bank_.begin())] = std::move(g);
   } else {
-    out = s.evaluator_.step(a, b, in, final_fine);
+    out = s.evaluator_.step(a, b, in, final_fine, depth(info.level));
   }
-  if (out.sizes() != torch::IntArrayRef(s.shape_of_point(b)))
+  const auto& expected = s.shape_of_point(b, depth(info.level));
+  if (out.sizes() != torch::IntArrayRef(expected))
     throw BadData("layer-parallel forward (" + mpi::where(s.comm_) + "): " +
                   (b == a + 1
                        ? s.chain_.layer_label(a)
                        : "the step from point " + std::to_string(a) + " to " + std::to_string(b)) +
                   " maps a state of shape " + shape_text(in.sizes()) + " to shape " +
-                  shape_text(out.sizes()) + "; expected " + shape_text(s.shape_of_point(b)) +
+                  shape_text(out.sizes()) + "; expected " + shape_text(expected) +
                   " (step layers must preserve their stage's state shape)");
 }
 
@@ -139,12 +161,14 @@ void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
     throw MpiError("layer-parallel backward (" + mpi::where(s.comm_) + "): adjoint step into " +
                    std::to_string(a) + " outside the local layers [" +
                    std::to_string(s.bank_.begin()) + ", " + std::to_string(s.bank_.end()) + ")");
-  const Tensor* x = s.forward_state(a);
+  // Coarse levels restricted in space linearize at the restricted forward state.
+  const int d = depth(info.level);
+  const Tensor* x = s.forward_state(a, d);
   if (!x || !x->defined())
     throw MpiError("layer-parallel backward (" + mpi::where(s.comm_) + "): forward state " +
                    std::to_string(a) + " is not stored");
   const auto k = static_cast<size_t>(a - s.bank_.begin());
-  const bool fine = b == a + 1;
+  const bool fine = b == a + 1 && d == 0;
   const bool final_fine = info.done && info.level == 0 && fine;
   const bool cache = s.options_.cache_graphs() && fine;
   Graph scratch;
@@ -154,7 +178,7 @@ void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
   std::vector<Tensor> param_grads;
   out = s.evaluator_.vjp(a, b, *x, in, g, /*retain_graph=*/cache && !final_fine,
                          final_fine ? &s.bank_.layer_params()[k] : nullptr,
-                         final_fine ? &param_grads : nullptr, &built);
+                         final_fine ? &param_grads : nullptr, &built, d);
   if (built && fine) ++s.stats_.graphs_built;
   if (final_fine || !cache) g = Graph();  // the final sweep is each graph's last use
   if (final_fine) {
@@ -185,6 +209,7 @@ BatchSolve::BatchSolve(MPI_Comm comm, const Chain& chain, const Placement& place
       stats_(stats) {
   fapp_.solve = this;
   aapp_.solve = this;
+  aapp_.adjoint = true;
   lo_ = placement.point_begin(rank_);
   hi_ = placement.point_begin(rank_ + 1);
 }
@@ -192,6 +217,7 @@ BatchSolve::BatchSolve(MPI_Comm comm, const Chain& chain, const Placement& place
 void BatchSolve::configure(const LayerParallelOptions& options, const Placement& placement) {
   options_ = options;
   placement_ = placement;
+  evaluator_.scale_kernels(options.spatial_scale_kernels());
   reset();
 }
 
@@ -202,6 +228,7 @@ void BatchSolve::reset() {
   boundary_ = Tensor();
   staging_ = Tensor();
   input_shape_.clear();
+  coarse_x_.clear();
 }
 
 bool BatchSolve::is_shared_zero(const Tensor& t) const {
@@ -219,6 +246,98 @@ const Tensor& BatchSolve::zero_of_point(std::int64_t p) {
 const Tensor* BatchSolve::forward_state(std::int64_t n) const {
   if (n == lo_ - 1) return &boundary_;
   return fsolver_->state(n);
+}
+
+const Tensor* BatchSolve::forward_state(std::int64_t n, int depth) {
+  if (depth == 0) return forward_state(n);
+  Tensor& x = coarse_x_[{depth, n}];
+  if (!x.defined()) {
+    const Tensor* finer = forward_state(n, depth - 1);
+    if (!finer || !finer->defined()) return nullptr;
+    x = transfer_.restrict(*finer);
+  }
+  return &x;
+}
+
+void BatchSolve::find_spatial_shapes() {
+  forward_depth_ =
+      spatial_depths(options_.forward_spatial(), fsolver_ ? fsolver_->hierarchy().levels() : 1);
+  adjoint_depth_ =
+      spatial_depths(options_.backward_spatial(), asolver_ ? asolver_->hierarchy().levels() : 1);
+  depth_shapes_.assign(1, shapes_.shape);
+  mpi::collectively(comm_, [&] {
+    torch::NoGradGuard no_grad;
+    // The first level of each depth is where the states are restricted: name it in errors.
+    auto deepen = [&](int depth, const char* which, int level) {
+      while (static_cast<int>(depth_shapes_.size()) <= depth) {
+        const auto& above = depth_shapes_.back();
+        std::vector<std::vector<std::int64_t>> coarse;
+        for (size_t st = 0; st < above.size(); ++st) {
+          const std::string why = why_not_coarsenable(above[st]);
+          if (!why.empty())
+            throw InvalidOption(
+                std::string("layer-parallel ") + which + " solve: spatial coarsening of level " +
+                std::to_string(level) + ": the state of stage " + std::to_string(st) + " (shape " +
+                shape_text(above[st]) + " on level " + std::to_string(level - 1) + ") " + why);
+          coarse.push_back(coarsened_shape(above[st]));
+        }
+        // Transitions act on coarse states too: they must map coarse shapes onto coarse shapes.
+        for (int st = 0; st + 1 < chain_.stages(); ++st) {
+          const std::int64_t t = chain_.transition_after(st);
+          Layer& g = bank_.probe(t);
+          const bool was_training = g.ptr()->is_training();
+          g.ptr()->train(false);
+          std::string error;
+          try {
+            const Tensor y =
+                g.forward(torch::zeros(coarse[static_cast<size_t>(st)], shapes_.options()));
+            if (y.sizes() != torch::IntArrayRef(coarse[static_cast<size_t>(st) + 1]))
+              error = "maps it to shape " + shape_text(y.sizes()) + ", not the restricted " +
+                      shape_text(coarse[static_cast<size_t>(st) + 1]);
+          } catch (const std::exception& e) {
+            error = "fails on it: " + message_of(e);
+          }
+          g.ptr()->train(was_training);
+          if (!error.empty())
+            throw InvalidOption(
+                std::string("layer-parallel ") + which + " solve: spatial coarsening of level " +
+                std::to_string(level) + ": transition " + std::to_string(t) +
+                " applied to the coarse state of stage " + std::to_string(st) + " (shape " +
+                shape_text(coarse[static_cast<size_t>(st)]) + ") " + error);
+        }
+        depth_shapes_.push_back(std::move(coarse));
+      }
+    };
+    for (const auto& [depths, which] :
+         {std::make_pair(&forward_depth_, "forward"), std::make_pair(&adjoint_depth_, "backward")})
+      for (size_t l = 1; l < depths->size(); ++l)
+        if ((*depths)[l] > (*depths)[l - 1]) deepen((*depths)[l], which, static_cast<int>(l));
+    // The local step layers must work on every coarse grid too (no fixed spatial sizes): a
+    // failure in the middle of a solve would leave the other ranks waiting.
+    for (size_t d = 1; d < depth_shapes_.size(); ++d)
+      for (std::int64_t n = bank_.begin(); n < bank_.end(); ++n) {
+        if (chain_.is_transition(n)) continue;  // probed above
+        const auto& in = shape_of_point(n, static_cast<int>(d));
+        std::string error;
+        torch::nn::Module& m = bank_.local(n).module();
+        const bool was_training = m.is_training();
+        m.train(false);
+        try {
+          const Tensor y =
+              evaluator_.layer(n, torch::zeros(in, shapes_.options()), false, static_cast<int>(d));
+          if (!y.defined() || y.sizes() != torch::IntArrayRef(in))
+            error = "maps it to shape " + (y.defined() ? shape_text(y.sizes()) : "undefined");
+        } catch (const std::exception& e) {
+          error = "fails on it: " + message_of(e);
+        }
+        m.train(was_training);
+        if (!error.empty())
+          throw InvalidOption(
+              "layer-parallel network: spatial coarsening: " + chain_.layer_label(n) +
+              " applied to a state restricted " + std::to_string(d) + " time(s) in space (shape " +
+              shape_text(in) + ") " + error);
+      }
+  });
 }
 
 void BatchSolve::find_shapes(const std::vector<std::int64_t>& shape0, torch::Dtype dtype) {
@@ -301,6 +420,7 @@ void BatchSolve::prepare(const std::vector<std::int64_t>& shape, torch::Dtype dt
   asolver_ = std::make_unique<mgrit::Solver<AdjointApp>>(aapp_, comm_, grid,
                                                          placement_.backward_options());
   try {
+    find_spatial_shapes();
     validate_layers();
   } catch (...) {
     reset();
@@ -404,16 +524,19 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
   sync_.begin(params);
   stats_.backward.evaluations.clear();
   evaluator_.count_into(&stats_.backward.evaluations);
+  coarse_x_.clear();
   try {
     stats_.backward.result = asolver_->solve();
   } catch (...) {
     evaluator_.count_into(nullptr);
+    coarse_x_.clear();
     lambda_N_ = Tensor();
     graphs_.assign(graphs_.size(), Graph());
     throw;
   }
   evaluator_.count_into(nullptr);
   stats_.backward.statistics = asolver_->statistics();
+  coarse_x_.clear();
   lambda_N_ = Tensor();
   graphs_.assign(graphs_.size(), Graph());
   stats_.reduce_buckets = sync_.buckets();

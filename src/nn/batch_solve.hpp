@@ -6,7 +6,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "chain.hpp"
@@ -14,6 +16,7 @@
 #include "layer_bank.hpp"
 #include "layer_evaluator.hpp"
 #include "placement.hpp"
+#include "spatial.hpp"
 #include "weft/mgrit/solver.hpp"
 #include "weft/nn/options.hpp"
 
@@ -37,6 +40,7 @@ struct StageShapes {
 struct TensorOps {
   using State = torch::Tensor;
   BatchSolve* solve = nullptr;
+  bool adjoint = false;  ///< whose spatial levels (LayerParallelOptions::spatial_levels)
 
   void sum(double a, const torch::Tensor& x, double b, torch::Tensor& y) const;
   double norm(const torch::Tensor& u) const;
@@ -45,6 +49,11 @@ struct TensorOps {
   void pack(const torch::Tensor& u, void* buffer) const;
   /// `u` holds a state of the sender's point (its shape and dtype).
   void unpack(const void* buffer, torch::Tensor& u) const;
+  /// Restriction / interpolation in space where the coarser level is flagged, copies elsewhere.
+  void coarsen(const torch::Tensor& fine, torch::Tensor& coarse, int fine_level) const;
+  void refine(const torch::Tensor& coarse, torch::Tensor& fine, int coarse_level) const;
+  /// How many times level `level`'s states are restricted in space.
+  int depth(int level) const;
 };
 
 /// x_b = Φ(x_a): one layer, or a coarse step (Chain::segments).
@@ -87,6 +96,10 @@ class BatchSolve {
   const std::vector<std::int64_t>& shape_of_point(std::int64_t p) const {
     return shapes_.shape[static_cast<size_t>(chain_.stage_of_point(p))];
   }
+  /// The state shape of point p on a level restricted `depth` times in space.
+  const std::vector<std::int64_t>& shape_of_point(std::int64_t p, int depth) const {
+    return depth_shapes_[static_cast<size_t>(depth)][static_cast<size_t>(chain_.stage_of_point(p))];
+  }
   /// One zero state per stage, shared by all initial guesses.
   const torch::Tensor& zero_of_point(std::int64_t p);
   bool is_shared_zero(const torch::Tensor& t) const;
@@ -98,6 +111,10 @@ class BatchSolve {
 
   void find_shapes(const std::vector<std::int64_t>& shape0, torch::Dtype dtype);
   void validate_layers();
+  /// Per-depth stage shapes for the levels the solvers built, checked (InvalidOption).
+  void find_spatial_shapes();
+  /// x_n restricted `depth` times (cached for the adjoint solve).
+  const torch::Tensor* forward_state(std::int64_t n, int depth);
   void exchange_boundary();
   const torch::Tensor* forward_state(std::int64_t n) const;
 
@@ -115,6 +132,13 @@ class BatchSolve {
   StageShapes shapes_;
   std::vector<std::int64_t> input_shape_;
   std::vector<torch::Tensor> zeros_;  ///< per stage
+
+  // Spatial coarsening: depth per level, stage shapes per depth, restricted forward states.
+  std::vector<int> forward_depth_, adjoint_depth_;
+  std::vector<std::vector<std::vector<std::int64_t>>> depth_shapes_;
+  mutable SpatialTransfer transfer_;
+  std::map<std::pair<int, std::int64_t>, torch::Tensor> coarse_x_;
+
   ForwardApp fapp_;
   AdjointApp aapp_;
   std::unique_ptr<mgrit::Solver<ForwardApp>> fsolver_;

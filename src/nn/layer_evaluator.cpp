@@ -5,6 +5,7 @@
 #include <mutex>
 #include <utility>
 
+#include "spatial.hpp"
 #include "weft/nn/layer_parallel.hpp"
 
 namespace weft::nn {
@@ -87,6 +88,35 @@ class BufferGuard {
   std::vector<std::pair<Tensor*, Tensor>> hidden_;
   std::vector<Tensor> buffers_, saved_;
 };
+
+/// On a grid 2^depth times coarser, the 3x3(x3) convolutions of a module use rescaled kernels
+/// (scaled_kernel) for one evaluation: the kernel members are swapped, not written, so graphs
+/// recorded earlier keep the originals.
+class KernelScaleGuard {
+ public:
+  KernelScaleGuard(int depth, torch::nn::Module& m) {
+    if (depth <= 0) return;
+    torch::NoGradGuard no_grad;
+    for (const auto& sub : m.modules(/*include_self=*/true)) {
+      if (auto* c = dynamic_cast<torch::nn::Conv2dImpl*>(sub.get())) swap(c->weight, depth);
+      if (auto* c = dynamic_cast<torch::nn::Conv3dImpl*>(sub.get())) swap(c->weight, depth);
+    }
+  }
+  ~KernelScaleGuard() {
+    for (auto& [slot, value] : swapped_) *slot = value;
+  }
+  KernelScaleGuard(const KernelScaleGuard&) = delete;
+  KernelScaleGuard& operator=(const KernelScaleGuard&) = delete;
+
+ private:
+  void swap(Tensor& weight, int depth) {
+    for (std::int64_t d = 2; d < weight.dim(); ++d)
+      if (weight.size(d) != 3) return;
+    swapped_.emplace_back(&weight, weight);
+    weight = scaled_kernel(weight, depth);
+  }
+  std::vector<std::pair<Tensor*, Tensor>> swapped_;
+};
 }  // namespace
 
 LayerEvaluations* LayerEvaluator::tally(std::int64_t n) {
@@ -97,11 +127,12 @@ LayerEvaluations* LayerEvaluator::tally(std::int64_t n) {
   return &(*table_)[static_cast<size_t>(level_)].at(static_cast<size_t>(n));
 }
 
-Tensor LayerEvaluator::layer(std::int64_t n, const Tensor& x, bool updates_buffers) {
+Tensor LayerEvaluator::layer(std::int64_t n, const Tensor& x, bool updates_buffers, int depth) {
   Layer& m = bank_.at(n);
   const bool training = training_ && m.ptr()->is_training();
   StreamGuard stream(training, x.device(), layer_stream_seed(seed_, batch_, n));
   BufferGuard buffers(training && !updates_buffers && bank_.has_buffers(n), *m.ptr());
+  KernelScaleGuard kernels(scale_kernels_ ? depth : 0, *m.ptr());
   return m.forward(x);
 }
 
@@ -110,16 +141,18 @@ Tensor LayerEvaluator::step_from(std::int64_t n, const Tensor& x, const Tensor& 
   return torch::add(x, y, chain_.step_size(chain_.stage_of_point(n)));  // one pass, one allocation
 }
 
-Tensor LayerEvaluator::step(std::int64_t a, std::int64_t b, const Tensor& x, bool updates_buffers) {
+Tensor LayerEvaluator::step(std::int64_t a, std::int64_t b, const Tensor& x, bool updates_buffers,
+                            int depth) {
   torch::NoGradGuard no_grad;
   if (b == a + 1) {
     if (auto* t = tally(a)) ++t->plain;
-    return step_from(a, x, layer(a, x, updates_buffers));
+    return step_from(a, x, layer(a, x, updates_buffers, depth));
   }
   Tensor z = x;
   for (const Segment& s : chain_.segments(a, b)) {
     if (auto* t = tally(s.layer)) ++t->plain;
-    z = s.transition ? layer(s.layer, z, false) : torch::add(z, layer(s.layer, z, false), s.H);
+    z = s.transition ? layer(s.layer, z, false, depth)
+                     : torch::add(z, layer(s.layer, z, false, depth), s.H);
   }
   return z;
 }
@@ -136,7 +169,7 @@ Graph LayerEvaluator::record(std::int64_t n, const Tensor& x, bool updates_buffe
 
 Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, const Tensor& lambda,
                            Graph& graph, bool retain_graph, const std::vector<Tensor>* params,
-                           std::vector<Tensor>* param_grads, bool* built) {
+                           std::vector<Tensor>* param_grads, bool* built, int depth) {
   const auto segments = chain_.segments(a, b);
   if (segments.size() == 1) {
     // One layer: λ_a = λ_b + H (∂F/∂x)ᵀ λ_b, or (∂G/∂x)ᵀ λ_b for a transition.
@@ -144,7 +177,7 @@ Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, co
     if (!graph.defined()) {
       torch::AutoGradMode grad_on(true);
       graph.x = x_a.detach().requires_grad_(true);
-      graph.y = layer(a, graph.x, false);
+      graph.y = layer(a, graph.x, false, depth);
       if (built) *built = true;
       if (auto* t = tally(a)) ++t->recorded;
     }
@@ -178,7 +211,8 @@ Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, co
       ++t->recorded;
       ++t->vjp;
     }
-    z = s.transition ? layer(s.layer, z, false) : torch::add(z, layer(s.layer, z, false), s.H);
+    z = s.transition ? layer(s.layer, z, false, depth)
+                     : torch::add(z, layer(s.layer, z, false, depth), s.H);
   }
   if (built) *built = true;
   if (!z.requires_grad()) return torch::zeros_like(x_a);

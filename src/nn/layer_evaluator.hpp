@@ -55,11 +55,14 @@ class LayerEvaluator {
   void count_into(std::vector<std::vector<LayerEvaluations>>* table) { table_ = table; }
   void at_level(int level) { level_ = level; }
 
-  /// L_n(x) for one layer (F_n or G_n), without a graph.
-  torch::Tensor layer(std::int64_t n, const torch::Tensor& x, bool updates_buffers);
+  /// L_n(x) for one layer (F_n or G_n), without a graph. `depth` > 0: x lives on a grid 2^depth
+  /// times coarser in space; with `scale_kernels` the layer's 3x3(x3) convolutions then use
+  /// rescaled kernels (spatial.hpp: scaled_kernel).
+  torch::Tensor layer(std::int64_t n, const torch::Tensor& x, bool updates_buffers, int depth = 0);
   /// The step from point a to point b > a at x, without a graph: one layer when b = a + 1, the
   /// composition of Chain::segments otherwise.
-  torch::Tensor step(std::int64_t a, std::int64_t b, const torch::Tensor& x, bool updates_buffers);
+  torch::Tensor step(std::int64_t a, std::int64_t b, const torch::Tensor& x, bool updates_buffers,
+                     int depth = 0);
   /// y = L_n(x) with its graph at a leaf sharing x's storage.
   Graph record(std::int64_t n, const torch::Tensor& x, bool updates_buffers);
   /// The step's value from its recorded layer output: x + H y, or y for a transition.
@@ -71,7 +74,9 @@ class LayerEvaluator {
   torch::Tensor vjp(std::int64_t a, std::int64_t b, const torch::Tensor& x_a,
                     const torch::Tensor& lambda, Graph& graph, bool retain_graph,
                     const std::vector<torch::Tensor>* params,
-                    std::vector<torch::Tensor>* param_grads, bool* built);
+                    std::vector<torch::Tensor>* param_grads, bool* built, int depth = 0);
+  /// Rescale 3x3(x3) convolution kernels on coarse spatial grids (see layer()).
+  void scale_kernels(bool on) { scale_kernels_ = on; }
 
  private:
   LayerBank& bank_;
@@ -83,6 +88,7 @@ class LayerEvaluator {
   std::uint64_t seed_ = 0;
   std::int64_t batch_ = 0;
   bool training_ = false;
+  bool scale_kernels_ = false;
 };
 
 }  // namespace weft::nn::detail

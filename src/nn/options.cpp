@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "weft/util/error.hpp"
 
@@ -70,6 +71,23 @@ void LayerParallelOptions::validate() const {
                         "; need at least 1");
   check(forward_solver_options(), "forward");
   check(backward_solver_options(), "backward");
+  auto check_spatial = [](const std::vector<int>& flags, const mgrit::Options& o,
+                          const char* which) {
+    if (flags.empty()) return;
+    const std::string where = std::string("layer-parallel ") + which + " solve: spatial levels ";
+    if (static_cast<int>(flags.size()) != o.max_levels())
+      throw InvalidOption(where + "have " + std::to_string(flags.size()) +
+                          " entries for max_levels " + std::to_string(o.max_levels()) +
+                          "; need one 0/1 per level");
+    for (size_t l = 0; l < flags.size(); ++l)
+      if (flags[l] != 0 && flags[l] != 1)
+        throw InvalidOption(where + "entry " + std::to_string(l) + " is " +
+                            std::to_string(flags[l]) + "; need 0 or 1");
+    if (flags[0] != 0)
+      throw InvalidOption(where + "entry 0 is 1; the fine level (0) cannot be coarsened in space");
+  };
+  check_spatial(forward_spatial_, forward_, "forward");
+  check_spatial(backward_spatial_, backward_, "backward");
 }
 
 namespace {
@@ -78,6 +96,19 @@ std::string per_level(const mgrit::PerLevel<int>& v) {
   for (const auto& [level, value] : v.overrides())
     s += " (level " + std::to_string(level) + ": " + std::to_string(value) + ")";
   return s;
+}
+
+std::string flags_text(const std::vector<int>& flags) {
+  if (flags.empty()) return "none";
+  std::string s;
+  for (int f : flags) s += (s.empty() ? "" : ",") + std::to_string(f);
+  return s;
+}
+
+std::string spatial_text(const LayerParallelOptions& o) {
+  if (o.forward_spatial().empty() && o.backward_spatial().empty()) return "";
+  return "\nspatial levels: forward " + flags_text(o.forward_spatial()) + ", backward " +
+         flags_text(o.backward_spatial());
 }
 
 std::string describe(const mgrit::Options& o) {
@@ -97,7 +128,8 @@ std::string to_string(const LayerParallelOptions& options) {
   return "forward:  " + describe(options.forward_solver_options()) +
          "\nbackward: " + describe(options.backward_solver_options()) + "\ncache graphs " +
          (options.cache_graphs() ? "yes" : "no") + ", check input " +
-         (options.check_input() ? "yes" : "no") + ", seed " + std::to_string(options.seed());
+         (options.check_input() ? "yes" : "no") + ", seed " + std::to_string(options.seed()) +
+         spatial_text(options);
 }
 
 }  // namespace weft::nn

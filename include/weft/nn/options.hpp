@@ -75,12 +75,42 @@ class LayerParallelOptions {
     return *this;
   }
 
+  /// Spatial coarsening of convolutional networks (4-D (N,C,H,W) or 5-D (N,C,D,H,W) states):
+  /// flags[l] = 1 where level l's states are restricted in space relative to level l-1 (full
+  /// weighting, stride 2 in every spatial dimension; interpolation back with the transposed
+  /// stencil). One flag per level (the direction's max_levels), flags[0] = 0 (the fine level);
+  /// empty (the default): every level keeps the fine grid. Coarse steps apply the same layers to
+  /// the coarse states. Every stage's state must be 4-D or 5-D and have even spatial sizes on
+  /// each level that is coarsened from (checked at the first batch: InvalidOption).
+  /// This overload sets both directions.
+  LayerParallelOptions& spatial_levels(std::vector<int> flags) {
+    forward_spatial_ = flags;
+    backward_spatial_ = std::move(flags);
+    return *this;
+  }
+  LayerParallelOptions& spatial_levels(std::vector<int> forward, std::vector<int> backward) {
+    forward_spatial_ = std::move(forward);
+    backward_spatial_ = std::move(backward);
+    return *this;
+  }
+
+  /// On levels coarsened in space, evaluate the layers' 3x3 (3x3x3) convolutions with kernels
+  /// rescaled for the coarser grid (moments of order 1 and 2 halved and quartered per
+  /// coarsening, see docs/training.md); off: the same kernels on every grid.
+  LayerParallelOptions& spatial_scale_kernels(bool on) {
+    spatial_scale_kernels_ = on;
+    return *this;
+  }
+
   const mgrit::Options& forward() const { return forward_; }
   const mgrit::Options& backward() const { return backward_; }
   bool cache_graphs() const { return cache_graphs_; }
   bool check_input() const { return check_input_; }
   std::uint64_t seed() const { return seed_; }
   std::int64_t bucket_bytes() const { return bucket_bytes_; }
+  const std::vector<int>& forward_spatial() const { return forward_spatial_; }
+  const std::vector<int>& backward_spatial() const { return backward_spatial_; }
+  bool spatial_scale_kernels() const { return spatial_scale_kernels_; }
 
   /// What the forward / adjoint solver actually runs with (the user's options plus the
   /// overrides listed above).
@@ -97,6 +127,8 @@ class LayerParallelOptions {
   bool check_input_ = true;
   std::uint64_t seed_ = 0;
   std::int64_t bucket_bytes_ = 1 << 20;
+  std::vector<int> forward_spatial_, backward_spatial_;
+  bool spatial_scale_kernels_ = false;
 };
 
 /// One line per direction: levels, cfactors, relaxation, iterations, tolerances, ...
