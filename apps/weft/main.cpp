@@ -13,6 +13,7 @@
 #include "mgrit_command.hpp"
 #include "plot_command.hpp"
 #ifdef WEFT_HAVE_TORCH
+#include "predict_command.hpp"
 #include "train_command.hpp"
 #endif
 #include "weft/util/mpi.hpp"
@@ -26,6 +27,7 @@ constexpr weft::cli::SubcommandFactory kSubcommands[] = {
 #ifdef WEFT_HAVE_TORCH
     weft::cli::add_train_command,
     weft::cli::add_eval_command,
+    weft::cli::add_predict_command,
 #endif
 };
 
