@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "predict.hpp"
@@ -31,6 +33,16 @@ constexpr double kDefaultBandwidth = 5e9;
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// A barrier that sleeps between polls.
+void quiet_barrier(MPI_Comm comm) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi::check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+  for (int done = 0; !done;) {
+    mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test (barrier)");
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 /// Half the median round trip of `bytes` between ranks 0 and 1 (others idle).
@@ -130,11 +142,17 @@ int run(const PredictConfig& p, MPI_Comm comm) {
     mpi::collectively(comm, [&] {
       if (mpi::rank(comm) == 0) check_output_file("--json", p.json_path);
     });
-  // Rank 0 measures alone (other ranks wait), so that the figures are one rank's on its core.
+  // Rank 0 measures alone, so that the figures are one rank's on its core; the others wait
+  // without spinning (a blocking MPI call polls and would take a core from rank 0).
   MeasuredCosts m;
-  mpi::collectively(comm, [&] {
-    if (mpi::rank(comm) == 0) m = measure_costs(c, p.repeats);
-  });
+  std::exception_ptr error;
+  if (mpi::rank(comm) == 0) try {
+      m = measure_costs(c, p.repeats);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  quiet_barrier(comm);
+  mpi::agree_or_throw(comm, error);
   std::size_t bytes = 0;
   if (mpi::rank(comm) == 0) bytes = m.state_bytes.empty() ? 8 : m.state_bytes.back();
   unsigned long long b = bytes;
