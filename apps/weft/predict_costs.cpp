@@ -59,9 +59,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& c,
   return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr));
 }
 
-}  // namespace
-
-MeasuredCosts measure_costs(const TrainConfig& c, int repeats) {
+MeasuredCosts measure(const TrainConfig& c, int repeats) {
   MeasuredCosts m;
   m.threads = c.threads > 0 ? c.threads : 1;  // one core per rank unless --threads says
   torch::set_num_threads(m.threads);
@@ -167,8 +165,9 @@ MeasuredCosts measure_costs(const TrainConfig& c, int repeats) {
     Tensor out;
     m.open_forward = median_seconds(repeats, [&] { out = net->open().forward(images); });
     const Tensor lambda0 = torch::randn_like(x.front());
-    m.open_backward = median_seconds(
-        repeats, [&] { out = net->open().forward(images); }, [&] { out.backward(lambda0); });
+    if (out.requires_grad())  // an open layer without parameters (--open copy) has no backward
+      m.open_backward = median_seconds(
+          repeats, [&] { out = net->open().forward(images); }, [&] { out.backward(lambda0); });
   }
   m.open_close_parameters = m.open_parameters;
   m.close = median_seconds(repeats, [&] {
@@ -194,6 +193,16 @@ MeasuredCosts measure_costs(const TrainConfig& c, int repeats) {
   serial_step();  // the gradients the optimizer steps with; their values do not change its cost
   m.optimizer = median_seconds(repeats, [&] { optimizer->step(); });
   return m;
+}
+
+}  // namespace
+
+MeasuredCosts measure_costs(const TrainConfig& c, int repeats) {
+  try {
+    return measure(c, repeats);
+  } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
+    throw BadData(std::string("measuring the model's costs: ") + e.what_without_backtrace());
+  }
 }
 
 }  // namespace weft::cli
