@@ -80,7 +80,10 @@ mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int
   std::vector<index_t> blocks;
   for (int r = 0; r < ranks; ++r) blocks.push_back(layer_begin(points, ranks, r));
   bwd.rank_blocks(blocks);
-  const mgrit::StateBytes bytes = [&](index_t p) { return m.state_bytes[static_cast<size_t>(p)]; };
+  // Every level holds fine-sized states (no spatial coarsening in these networks yet).
+  const mgrit::StateBytes bytes = [&](index_t p, int) {
+    return m.state_bytes[static_cast<size_t>(p)];
+  };
   const auto last = static_cast<size_t>(ranks - 1);
 
   mgrit::Schedule s(static_cast<size_t>(ranks));
@@ -90,9 +93,10 @@ mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int
   for (int r = 0; r < ranks; ++r) {
     auto& ev = s[static_cast<size_t>(r)];
     if (r + 1 < ranks)
-      ev.push_back(message(Event::Kind::Send, r + 1, bytes(point_begin(points, ranks, r + 1) - 1)));
+      ev.push_back(
+          message(Event::Kind::Send, r + 1, bytes(point_begin(points, ranks, r + 1) - 1, 0)));
     if (r > 0)
-      ev.push_back(message(Event::Kind::Recv, r - 1, bytes(point_begin(points, ranks, r) - 1)));
+      ev.push_back(message(Event::Kind::Recv, r - 1, bytes(point_begin(points, ranks, r) - 1, 0)));
   }
   // Close, loss and its gradient on the output rank; the loss value and λ_N's health shared.
   s[last].push_back(compute(m.close));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <string>
@@ -15,9 +14,10 @@
 namespace weft::mgrit {
 namespace {
 
-/// A state that only knows which fine point it belongs to; its packed size is the real state's.
+/// A state that only knows its fine point and level; its packed size is the real state's.
 struct Mark {
   index_t point = 0;
+  int level = 0;
 };
 
 /// Records each step; does no work.
@@ -26,7 +26,7 @@ struct RecordingApp {
   std::vector<Event>* log = nullptr;
   const StateBytes* bytes = nullptr;
 
-  Mark init(double t) const { return Mark{static_cast<index_t>(std::llround(t))}; }
+  Mark init(double t) const { return Mark{static_cast<index_t>(std::llround(t)), 0}; }
   void step(const Mark&, Mark& out, double, double, const StepInfo& info) {
     Event e;
     e.kind = Event::Kind::Step;
@@ -37,15 +37,26 @@ struct RecordingApp {
     e.done = info.done;
     log->push_back(e);
     out.point = info.to;
+    out.level = info.level;
   }
   void sum(double, const Mark&, double, Mark&) const {}
   double norm(const Mark&) const { return 1.0; }
   void copy(const Mark& src, Mark& dst) const { dst = src; }
   std::size_t buffer_size(const Mark& like) const {
-    return std::max((*bytes)(like.point), sizeof(Mark));
+    return std::max((*bytes)(like.point, like.level), sizeof(Mark));
   }
-  void pack(const Mark& u, void* buffer) const { std::memcpy(buffer, &u, sizeof(Mark)); }
-  void unpack(const void* buffer, Mark& u) const { std::memcpy(&u, buffer, sizeof(Mark)); }
+  // "Spatial" only to follow each state's level (message sizes per level); the solver's steps
+  // and messages are the same with or without spatial transfers.
+  void coarsen(const Mark& fine, Mark& coarse, int fine_level) const {
+    coarse = Mark{fine.point, fine_level + 1};
+  }
+  void refine(const Mark& coarse, Mark& fine, int coarse_level) const {
+    fine = Mark{coarse.point, coarse_level - 1};
+  }
+  // Nothing travels: a received state keeps its point and level (the solver unpacks into a
+  // state like the sender's, the predecessor of the rank's first point on the level).
+  void pack(const Mark&, void*) const {}
+  void unpack(const void*, Mark&) const {}
 };
 
 /// One rank of a virtual communicator: messages and reductions become events.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,7 @@ void expect_same_counts(const Options& options, index_t intervals, const std::st
       << what << ": the real solve must run a fixed number of iterations";
   const Statistics& real = solver.statistics();
   const Schedule schedule =
-      record_schedule(intervals, options, ranks, [](index_t) { return sizeof(double); });
+      record_schedule(intervals, options, ranks, [](index_t, int) { return sizeof(double); });
   ASSERT_EQ(schedule.size(), static_cast<size_t>(ranks)) << what;
   const Counts replay =
       count(schedule[static_cast<size_t>(rank)], static_cast<int>(real.steps_per_level.size()));
@@ -132,6 +133,25 @@ Event message(Event::Kind kind, int peer, std::size_t bytes) {
   e.tag = 7;
   e.bytes = bytes;
   return e;
+}
+
+TEST(Schedule, MessagesCarryTheSizeOfTheirLevelsStates) {
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  // A state of point p on level l packs into 1000 (l + 1) + p bytes; tag 100 + l is level l.
+  const Schedule s = record_schedule(
+      19, Options().abs_tol(0).max_levels(3).cfactor(2).max_iterations(2), std::max(ranks, 3),
+      [](index_t p, int level) { return static_cast<std::size_t>(1000 * (level + 1) + p); });
+  int messages = 0;
+  for (const auto& events : s)
+    for (const Event& e : events)
+      if (e.kind == Event::Kind::Send || e.kind == Event::Kind::Recv) {
+        ++messages;
+        const int level = e.tag - 100;
+        EXPECT_GE(e.bytes, 1000u * static_cast<std::size_t>(level + 1)) << "tag " << e.tag;
+        EXPECT_LT(e.bytes, 1000u * static_cast<std::size_t>(level + 1) + 20) << "tag " << e.tag;
+      }
+  EXPECT_GT(messages, 0);
 }
 
 TEST(Schedule, TheClockWaitsForMessagesAndReductions) {

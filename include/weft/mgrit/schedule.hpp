@@ -36,8 +36,9 @@ struct Event {
 /// One event list per rank.
 using Schedule = std::vector<std::vector<Event>>;
 
-/// Bytes of the state at fine point p (user numbering), as App::buffer_size would pack it.
-using StateBytes = std::function<std::size_t(index_t point)>;
+/// Bytes of the state at fine point p (user numbering) on `level`, as App::buffer_size would
+/// pack it: the level matters for Apps that coarsen in space (smaller coarse states).
+using StateBytes = std::function<std::size_t(index_t point, int level)>;
 
 /// Every rank's events of one solve of the uniform grid 0..intervals (as the nn layer builds
 /// it) with `options` (direction, levels, cf, relaxation, cycle, rank blocks, ...) on `ranks`
