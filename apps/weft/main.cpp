@@ -20,7 +20,8 @@
 
 namespace {
 
-// Adding a subcommand is one line here (plus its own file).
+// Adding a subcommand is one line here (plus its own file), one per line.
+// clang-format off
 constexpr weft::cli::SubcommandFactory kSubcommands[] = {
     weft::cli::add_mgrit_command,
     weft::cli::add_plot_command,
@@ -30,6 +31,7 @@ constexpr weft::cli::SubcommandFactory kSubcommands[] = {
     weft::cli::add_predict_command,
 #endif
 };
+// clang-format on
 
 int dispatch(int argc, char** argv) {
   int rank = 0;

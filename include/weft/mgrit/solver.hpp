@@ -223,7 +223,8 @@ class Solver {
 
 template <class App, class Transport>
 Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& grid,
-                    const std::vector<std::vector<index_t>>* coarse_levels, Options options)
+                               const std::vector<std::vector<index_t>>* coarse_levels,
+                               Options options)
     : app_(app),
       transport_(std::move(transport)),
       options_(std::move(options)),
@@ -356,8 +357,8 @@ void Solver<App, Transport>::finish_send(Level& L) {
 // Returns s_{b-1}.
 template <class App, class Transport>
 template <class Visit>
-auto Solver<App, Transport>::walk(Level& L, int l, const State* s, index_t a, index_t b, const Sweep& sw,
-                       Visit& visit) -> const State* {
+auto Solver<App, Transport>::walk(Level& L, int l, const State* s, index_t a, index_t b,
+                                  const Sweep& sw, Visit& visit) -> const State* {
   if (!sw.recompute_f && !sw.sequential) {
     for (index_t i = a + 1; i < b; ++i) {
       s = &u_at(L, i);
