@@ -14,19 +14,26 @@
 #include "mgrit_command.hpp"
 #include "plot_command.hpp"
 #ifdef WEFT_HAVE_TORCH
+#include "predict_command.hpp"
 #include "train_command.hpp"
 #endif
 #include "weft/util/mpi.hpp"
 
 namespace {
 
-// Adding a subcommand is one line here (plus its own file).
+// Adding a subcommand is one line here (plus its own file), one per line.
+// clang-format off
 constexpr weft::cli::SubcommandFactory kSubcommands[] = {
-    weft::cli::add_mgrit_command, weft::cli::add_plot_command, weft::cli::add_data_command,
+    weft::cli::add_mgrit_command,
+    weft::cli::add_plot_command,
+    weft::cli::add_data_command,
 #ifdef WEFT_HAVE_TORCH
-    weft::cli::add_train_command, weft::cli::add_eval_command,
+    weft::cli::add_train_command,
+    weft::cli::add_eval_command,
+    weft::cli::add_predict_command,
 #endif
 };
+// clang-format on
 
 int dispatch(int argc, char** argv) {
   int rank = 0;

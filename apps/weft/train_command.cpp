@@ -73,7 +73,8 @@ struct Flags {
   bool warm_start = false;
   bool exact = false;
   std::string get(const std::string& flag, const std::string& fallback) const {
-    return options.at(flag)->count() > 0 ? text.at(flag) : fallback;
+    const auto it = options.find(flag);  // flags `weft predict` does not register: defaults
+    return it != options.end() && it->second->count() > 0 ? text.at(flag) : fallback;
   }
   void add(CLI::App& cmd, const char* name, const char* type, const std::string& help) {
     options[name] = cmd.add_option(name, text[name], help)->type_name(type);
@@ -208,14 +209,12 @@ TrainConfig resolve_train(const Flags& f) {
 
 }  // namespace
 
-Subcommand add_train_command(CLI::App& weft) {
+struct TrainFlags : Flags {};
+
+std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
   using D = TrainDefaults;
-  CLI::App* cmd = weft.add_subcommand(
-      "train",
-      "Train a residual image classifier layer-parallel with MGRIT (default: Fashion-MNIST). "
-      "--fwd-levels 1 --bwd-levels 1 (the default) is the exact mode; --serial is plain "
-      "LibTorch.");
-  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = &command;
+  auto f = std::make_shared<TrainFlags>();
   f->add(*cmd, "--data", "DIR|shapes3d",
          fmt::format("MNIST-format data folder (images; volumes as written by `weft data`), or "
                      "shapes3d: the generated 3-D set, cached in $XDG_CACHE_HOME/weft or "
@@ -246,12 +245,6 @@ Subcommand add_train_command(CLI::App& weft) {
                      D::data_ranks));
   f->add(*cmd, "--batch", "INT", fmt::format("batch size (default {})", D::batch));
   const Recipe &exact = kExactRecipe, &stages = kStagesRecipe;
-  f->add(*cmd, "--epochs", "INT",
-         fmt::format("epochs, counted from the start of the run (default {}; {} with --model "
-                     "stages)",
-                     exact.epochs, stages.epochs));
-  f->add(*cmd, "--train-size", "INT", "training images to use (default all)");
-  f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
   f->add(*cmd, "--optimizer", "sgd|adam", fmt::format("optimizer (default {})", D::optimizer));
   f->add(*cmd, "--lr", "X",
          fmt::format("learning rate (default {}; {} with --model stages)", exact.lr, stages.lr));
@@ -293,6 +286,27 @@ Subcommand add_train_command(CLI::App& weft) {
          "space (stride 2) relative to the level above; convolutional models (default none)");
   cmd->add_flag("--warm-start", f->warm_start,
                 "start each batch's MGRIT solves from the previous batch's states");
+  return f;
+}
+
+TrainConfig resolve_network_flags(const TrainFlags& flags) {
+  return resolve_train(flags);
+}
+
+Subcommand add_train_command(CLI::App& weft) {
+  CLI::App* cmd = weft.add_subcommand(
+      "train",
+      "Train a classifier layer-parallel with MGRIT (default: Fashion-MNIST). Exact mode "
+      "(--exact: one level both ways) is the default except for --model stages, the main job "
+      "(multilevel MGRIT both ways); --serial is plain LibTorch.");
+  auto f = add_network_flags(*cmd);
+  const Recipe &exact = kExactRecipe, &stages = kStagesRecipe;
+  f->add(*cmd, "--epochs", "INT",
+         fmt::format("epochs, counted from the start of the run (default {}; {} with --model "
+                     "stages)",
+                     exact.epochs, stages.epochs));
+  f->add(*cmd, "--train-size", "INT", "training images to use (default all)");
+  f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
   cmd->add_flag("--serial", f->serial, "plain sequential LibTorch training on rank 0 (reference)");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
   f->add(*cmd, "--metrics", "PATH", "append one JSON line per epoch");

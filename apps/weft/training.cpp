@@ -3,6 +3,7 @@
 #include "training.hpp"
 
 #include "model_config.hpp"
+#include "network_factory.hpp"
 #include "train_report.hpp"
 
 #include "cli_support.hpp"
@@ -628,6 +629,19 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
       throw BadData("cannot write --json file " + c.json_path + ": " + std::strerror(errno));
   });
   return 0;
+}
+
+// For `weft predict` (network_factory.hpp): the network `weft train` builds, for images of
+// the training set's shape.
+std::vector<std::int64_t> training_image_shape(const TrainConfig& c) {
+  const data::ImageSet one = read_split(c.data_dir, data::Split::Train, 1);
+  return to_tensors(one, Normalization{}).images.sizes().vec();
+}
+
+nn::Network make_training_network(const ModelConfig& m, const std::vector<std::int64_t>& shape) {
+  Dataset like;
+  like.images = torch::empty(shape);
+  return make_network(m, like);
 }
 
 }  // namespace weft::cli

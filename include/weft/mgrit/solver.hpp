@@ -32,12 +32,13 @@
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/mgrit/options.hpp"
 #include "weft/mgrit/result.hpp"
+#include "weft/mgrit/transport.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace weft::mgrit {
 
-template <class App>
+template <class App, class Transport = MpiTransport>
 class Solver {
  public:
   using State = typename App::State;
@@ -45,13 +46,16 @@ class Solver {
 
   /// A hierarchy of uniform coarsening (Options::cfactor per level).
   Solver(App& app, MPI_Comm comm, const TimeGrid& grid, Options options)
-      : Solver(app, comm, grid, nullptr, std::move(options)) {}
+      : Solver(app, Transport(comm), grid, nullptr, std::move(options)) {}
 
   /// Explicit coarse levels: `coarse_levels[l]` lists the fine indices (the user's numbering)
   /// of the points of level l+1; each list is a subset of the one above.
   Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
          const std::vector<std::vector<index_t>>& coarse_levels, Options options)
-      : Solver(app, comm, grid, &coarse_levels, std::move(options)) {}
+      : Solver(app, Transport(comm), grid, &coarse_levels, std::move(options)) {}
+  /// Over another transport (transport.hpp), e.g. one rank of a recorded schedule.
+  Solver(App& app, Transport transport, const TimeGrid& grid, Options options)
+      : Solver(app, std::move(transport), grid, nullptr, std::move(options)) {}
 
   /// Runs the iterations; every rank of the communicator must call it.
   Result solve();
@@ -59,7 +63,7 @@ class Solver {
   const Options& options() const { return options_; }
   const Hierarchy& hierarchy() const { return hierarchy_; }
   const Statistics& statistics() const { return stats_; }
-  MPI_Comm comm() const { return comm_.get(); }
+  MPI_Comm comm() const { return transport_.comm(); }
 
   /// This rank's fine points in the user's numbering: [local_begin(), local_end()).
   index_t local_begin() const {
@@ -97,12 +101,13 @@ class Solver {
     std::vector<State> u, v, g;  ///< one slot per local point (v, g on coarse levels)
     State tmp[2]{}, res{}, recv_state{};
     std::vector<char> send_buf, recv_buf;
-    MPI_Request send_req = MPI_REQUEST_NULL, recv_req = MPI_REQUEST_NULL;
+    typename Transport::Request send_req = Transport::null_request(),
+                                recv_req = Transport::null_request();
     index_t steps = 0;
     bool empty() const { return lo == hi; }
   };
 
-  Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
+  Solver(App& app, Transport transport, const TimeGrid& grid,
          const std::vector<std::vector<index_t>>* coarse_levels, Options options);
 
   const Level& fine() const { return levels_.front(); }
@@ -139,14 +144,7 @@ class Solver {
   /// Lets MPI move the level's pending messages. Without a single-copy transport, a large
   /// message advances only while its sender is inside an MPI call; a sender that steps for
   /// milliseconds between calls would leave its neighbour waiting.
-  void progress(Level& L) {
-    int flag = 0;
-    if (L.send_req != MPI_REQUEST_NULL) MPI_Test(&L.send_req, &flag, MPI_STATUS_IGNORE);
-    if (L.recv_req != MPI_REQUEST_NULL) {
-      MPI_Status status;
-      MPI_Request_get_status(L.recv_req, &flag, &status);
-    }
-  }
+  void progress(Level& L) { transport_.progress(L.send_req, L.recv_req); }
   State& u_at(Level& L, index_t i) { return L.u[static_cast<size_t>(i - L.lo)]; }
 
   bool needs_predecessor(const Level& L, const Sweep& sw, index_t i) const {
@@ -203,7 +201,7 @@ class Solver {
   void accumulate_residual(double norm);
 
   App& app_;
-  mpi::OwnedComm comm_;
+  Transport transport_;
   int rank_ = 0;
   int ranks_ = 1;
   Options options_;
@@ -223,18 +221,19 @@ class Solver {
 // ------------------------------------------------------------------------------------------
 // Construction
 
-template <class App>
-Solver<App>::Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
-                    const std::vector<std::vector<index_t>>* coarse_levels, Options options)
+template <class App, class Transport>
+Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& grid,
+                               const std::vector<std::vector<index_t>>* coarse_levels,
+                               Options options)
     : app_(app),
-      comm_(comm),
+      transport_(std::move(transport)),
       options_(std::move(options)),
       direction_(options_.direction()),
       grid_(direction_ == Direction::Forward ? grid : grid.reversed()) {
   const double t_setup = now();
   options_.validate();
-  rank_ = mpi::rank(comm_.get());
-  ranks_ = mpi::size(comm_.get());
+  rank_ = transport_.rank();
+  ranks_ = transport_.size();
   last_ = grid_.intervals();
   if (coarse_levels) {
     std::vector<std::vector<index_t>> internal = *coarse_levels;
@@ -292,8 +291,8 @@ Solver<App>::Solver(App& app, MPI_Comm comm, const TimeGrid& grid,
   stats_.setup_seconds = now() - t_setup;
 }
 
-template <class App>
-int Solver<App>::owner(index_t index) const {
+template <class App, class Transport>
+int Solver<App, Transport>::owner(index_t index) const {
   const index_t internal = direction_ == Direction::Forward ? index : last_ - index;
   const Distribution dist(grid_.points(), ranks_, direction_, options_.rank_blocks());
   for (int q = 0; q < ranks_; ++q)
@@ -302,8 +301,8 @@ int Solver<App>::owner(index_t index) const {
                       std::to_string(last_) + "]");
 }
 
-template <class App>
-auto Solver<App>::state(index_t index) const -> const State* {
+template <class App, class Transport>
+auto Solver<App, Transport>::state(index_t index) const -> const State* {
   const index_t internal = direction_ == Direction::Forward ? index : last_ - index;
   const Level& L = fine();
   if (internal < L.lo || internal >= L.hi) return nullptr;
@@ -314,45 +313,40 @@ auto Solver<App>::state(index_t index) const -> const State* {
 // ------------------------------------------------------------------------------------------
 // Messages: one state per rank boundary per sweep, left to right in chain order.
 
-template <class App>
-void Solver<App>::post_recv(Level& L, int l) {
+template <class App, class Transport>
+void Solver<App, Transport>::post_recv(Level& L, int l) {
   const std::size_t bytes = Ops::buffer_size(app_, L.recv_state);
   L.recv_buf.resize(bytes);
-  mpi::check(MPI_Irecv(L.recv_buf.data(), static_cast<int>(bytes), MPI_BYTE, L.left, 100 + l,
-                       comm_.get(), &L.recv_req),
-             "MPI_Irecv");
+  transport_.irecv(L.recv_buf.data(), bytes, L.left, 100 + l, L.recv_req);
 }
 
-template <class App>
-void Solver<App>::wait_recv(Level& L) {
+template <class App, class Transport>
+void Solver<App, Transport>::wait_recv(Level& L) {
   const double t = now();
-  MPI_Status status;
-  mpi::check(MPI_Wait(&L.recv_req, &status), "MPI_Wait (receive)");
+  const std::size_t count = transport_.wait_recv(L.recv_req);
   comm_time_ += now() - t;
-  int count = 0;
-  MPI_Get_count(&status, MPI_BYTE, &count);
-  if (static_cast<std::size_t>(count) != L.recv_buf.size())
-    throw MpiError(mpi::where(comm_.get()) + ": received a state of " + std::to_string(count) +
+  ++stats_.messages_received;
+  if (count != L.recv_buf.size())
+    throw MpiError(transport_.where() + ": received a state of " + std::to_string(count) +
                    " bytes, expected " + std::to_string(L.recv_buf.size()) +
                    " (App::buffer_size differs between ranks?)");
   Ops::unpack(app_, L.recv_buf.data(), L.recv_state);
 }
 
-template <class App>
-void Solver<App>::send(Level& L, int l, const State& s) {
+template <class App, class Transport>
+void Solver<App, Transport>::send(Level& L, int l, const State& s) {
   const std::size_t bytes = Ops::buffer_size(app_, s);
   L.send_buf.resize(bytes);
   Ops::pack(app_, s, L.send_buf.data());
-  mpi::check(MPI_Isend(L.send_buf.data(), static_cast<int>(bytes), MPI_BYTE, L.right, 100 + l,
-                       comm_.get(), &L.send_req),
-             "MPI_Isend");
+  transport_.isend(L.send_buf.data(), bytes, L.right, 100 + l, L.send_req);
+  ++stats_.messages_sent;
 }
 
-template <class App>
-void Solver<App>::finish_send(Level& L) {
-  if (L.send_req == MPI_REQUEST_NULL) return;
+template <class App, class Transport>
+void Solver<App, Transport>::finish_send(Level& L) {
+  if (!Transport::active(L.send_req)) return;
   const double t = now();
-  mpi::check(MPI_Wait(&L.send_req, MPI_STATUS_IGNORE), "MPI_Wait (send)");
+  transport_.wait_send(L.send_req);
   comm_time_ += now() - t;
 }
 
@@ -361,10 +355,10 @@ void Solver<App>::finish_send(Level& L) {
 
 // Values of points a+1 .. b-1 (F-points, or every point in a sequential sweep) from s = s_a.
 // Returns s_{b-1}.
-template <class App>
+template <class App, class Transport>
 template <class Visit>
-auto Solver<App>::walk(Level& L, int l, const State* s, index_t a, index_t b, const Sweep& sw,
-                       Visit& visit) -> const State* {
+auto Solver<App, Transport>::walk(Level& L, int l, const State* s, index_t a, index_t b,
+                                  const Sweep& sw, Visit& visit) -> const State* {
   if (!sw.recompute_f && !sw.sequential) {
     for (index_t i = a + 1; i < b; ++i) {
       s = &u_at(L, i);
@@ -382,9 +376,9 @@ auto Solver<App>::walk(Level& L, int l, const State* s, index_t a, index_t b, co
   return s;
 }
 
-template <class App>
+template <class App, class Transport>
 template <class Visit, class OnResidual>
-void Solver<App>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& on_residual) {
+void Solver<App, Transport>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& on_residual) {
   Level& L = levels_[static_cast<size_t>(l)];
   if (L.empty()) return;
   const double t_start = now();
@@ -485,8 +479,8 @@ void Solver<App>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& on_residual
 // no FAS right-hand side. Level l+1's F-points need no copy: every path steps them from their
 // C-point before reading them (relaxation, a sequential solve, or the F-relaxation that
 // precedes a correction).
-template <class App>
-void Solver<App>::inject(int l) {
+template <class App, class Transport>
+void Solver<App, Transport>::inject(int l) {
   Level& F = levels_[static_cast<size_t>(l)];
   Level& C = levels_[static_cast<size_t>(l + 1)];
   for (index_t j = F.c_begin; j < F.c_end; ++j) {
@@ -498,8 +492,8 @@ void Solver<App>::inject(int l) {
 }
 
 // g_k += v_k - Phi_c(v_{k-1}) on coarse level l (g_k already holds the restricted residual).
-template <class App>
-void Solver<App>::fas_rhs(int l) {
+template <class App, class Transport>
+void Solver<App, Transport>::fas_rhs(int l) {
   Level& L = levels_[static_cast<size_t>(l)];
   if (L.empty()) return;
   const double t_start = now();
@@ -525,8 +519,8 @@ void Solver<App>::fas_rhs(int l) {
 
 // FAS restriction from level l: a sweep that ends with the residual at every C-point > 0,
 // then injection, then the coarse right-hand side.
-template <class App>
-void Solver<App>::restrict_to(int l, Sweep sw, bool measure) {
+template <class App, class Transport>
+void Solver<App, Transport>::restrict_to(int l, Sweep sw, bool measure) {
   Level& C = levels_[static_cast<size_t>(l + 1)];
   sw.c = CAction::Residual;
   sweep(
@@ -541,8 +535,8 @@ void Solver<App>::restrict_to(int l, Sweep sw, bool measure) {
 }
 
 // Coarse-grid correction of level coarse_level-1's C-points by (u - v) of the coarse level.
-template <class App>
-void Solver<App>::interpolate(int coarse_level, bool relax_first) {
+template <class App, class Transport>
+void Solver<App, Transport>::interpolate(int coarse_level, bool relax_first) {
   Level& C = levels_[static_cast<size_t>(coarse_level)];
   Level& F = levels_[static_cast<size_t>(coarse_level - 1)];
   auto correct = [&](index_t k, const State& u) {
@@ -564,8 +558,8 @@ void Solver<App>::interpolate(int coarse_level, bool relax_first) {
 }
 
 // Nested iteration: level coarse_level-1's C-points take the coarse values.
-template <class App>
-void Solver<App>::assign_from_coarse(int coarse_level) {
+template <class App, class Transport>
+void Solver<App, Transport>::assign_from_coarse(int coarse_level) {
   Level& F = levels_[static_cast<size_t>(coarse_level - 1)];
   Sweep sw;
   sw.recompute_f = false;
@@ -578,8 +572,8 @@ void Solver<App>::assign_from_coarse(int coarse_level) {
 // ------------------------------------------------------------------------------------------
 // Cycles
 
-template <class App>
-void Solver<App>::coarse_solve() {
+template <class App, class Transport>
+void Solver<App, Transport>::coarse_solve() {
   const int l = coarsest();
   if (solved_sequentially(l)) {
     Sweep sw;
@@ -602,8 +596,8 @@ void Solver<App>::coarse_solve() {
   }
 }
 
-template <class App>
-void Solver<App>::cycle_xbraid(int l, Cycle type) {
+template <class App, class Transport>
+void Solver<App, Transport>::cycle_xbraid(int l, Cycle type) {
   if (l == coarsest()) {
     coarse_solve();
     return;
@@ -618,8 +612,8 @@ void Solver<App>::cycle_xbraid(int l, Cycle type) {
   if (type == Cycle::F && l > 0) cycle_xbraid(l, Cycle::V);
 }
 
-template <class App>
-void Solver<App>::cycle_pymgrit(int l, Cycle type, bool first_f, int iteration) {
+template <class App, class Transport>
+void Solver<App, Transport>::cycle_pymgrit(int l, Cycle type, bool first_f, int iteration) {
   if (l == coarsest()) {
     coarse_solve();
     return;
@@ -639,8 +633,8 @@ void Solver<App>::cycle_pymgrit(int l, Cycle type, bool first_f, int iteration) 
   if (type == Cycle::F && l > 0) cycle_pymgrit(l, Cycle::V, false, iteration);
 }
 
-template <class App>
-void Solver<App>::skip_phase() {
+template <class App, class Transport>
+void Solver<App, Transport>::skip_phase() {
   for (int l = 0; l < coarsest(); ++l) inject(l);
   coarse_solve();
   for (int l = coarsest(); l > 0; --l) {
@@ -653,8 +647,8 @@ void Solver<App>::skip_phase() {
   }
 }
 
-template <class App>
-void Solver<App>::nested_phase() {
+template <class App, class Transport>
+void Solver<App, Transport>::nested_phase() {
   for (int l = 0; l < coarsest(); ++l) inject(l);
   // PyMGRIT starts each coarse level from the App's initial value on that level's own grid
   // (App::init(t, level)); XBraid, and Apps without it, keep the restricted fine value.
@@ -676,8 +670,8 @@ void Solver<App>::nested_phase() {
   }
 }
 
-template <class App>
-void Solver<App>::final_sweep() {
+template <class App, class Transport>
+void Solver<App, Transport>::final_sweep() {
   auto observe = [&](index_t i, const State& u) {
     Ops::observe(app_, u, grid_.times()[static_cast<size_t>(i)], user_index(fine(), i));
   };
@@ -712,8 +706,8 @@ void Solver<App>::final_sweep() {
 // ------------------------------------------------------------------------------------------
 // The solve
 
-template <class App>
-void Solver<App>::accumulate_residual(double norm) {
+template <class App, class Transport>
+void Solver<App, Transport>::accumulate_residual(double norm) {
   switch (options_.temporal_norm()) {
     case TemporalNorm::One:
       residual_acc_ += norm;
@@ -727,21 +721,19 @@ void Solver<App>::accumulate_residual(double norm) {
   }
 }
 
-template <class App>
-double Solver<App>::reduce_residual() {
+template <class App, class Transport>
+double Solver<App, Transport>::reduce_residual() {
   const double t = now();
-  double global = 0;
   const bool inf = options_.temporal_norm() == TemporalNorm::Inf;
-  mpi::check(
-      MPI_Allreduce(&residual_acc_, &global, 1, MPI_DOUBLE, inf ? MPI_MAX : MPI_SUM, comm_.get()),
-      "MPI_Allreduce (residual)");
+  const double global = transport_.allreduce(residual_acc_, inf, "MPI_Allreduce (residual)");
   comm_time_ += now() - t;
+  ++stats_.reductions;
   residual_acc_ = 0;
   return options_.temporal_norm() == TemporalNorm::Two ? std::sqrt(global) : global;
 }
 
-template <class App>
-void Solver<App>::initialize() {
+template <class App, class Transport>
+void Solver<App, Transport>::initialize() {
   Level& L0 = levels_.front();
   const auto& times = L0.grid->times;
   const bool warm = options_.warm_start() && solved_once_;
@@ -769,10 +761,11 @@ void Solver<App>::initialize() {
   }
   for (Level& L : levels_) L.steps = 0;
   comm_time_ = sweep_time_ = residual_acc_ = 0;
+  stats_.messages_sent = stats_.messages_received = stats_.reductions = 0;
 }
 
-template <class App>
-Result Solver<App>::solve() {
+template <class App, class Transport>
+Result Solver<App, Transport>::solve() {
   const double t_solve = now();
   initialize();
   Result result;

@@ -1,0 +1,260 @@
+#include "predict_command.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "predict.hpp"
+#include "train_command.hpp"
+#include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace weft::cli {
+namespace {
+
+using json = nlohmann::json;
+
+// Typical of MPI between two processes of one node over shared memory; --latency-us and
+// --bandwidth-gbs replace them, a run on 2 or more ranks measures them.
+constexpr double kDefaultLatency = 2e-6;
+constexpr double kDefaultBandwidth = 5e9;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// A barrier that sleeps between polls.
+void quiet_barrier(MPI_Comm comm) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi::check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+  for (int done = 0; !done;) {
+    mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test (barrier)");
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+/// Half the median round trip of `bytes` between ranks 0 and 1 (others idle).
+double half_round_trip(MPI_Comm comm, std::size_t bytes, int repeats) {
+  const int rank = mpi::rank(comm);
+  std::vector<char> buffer(std::max<std::size_t>(bytes, 1));
+  std::vector<double> t;
+  for (int k = 0; k <= repeats; ++k) {
+    const double t0 = now();
+    if (rank == 0) {
+      mpi::check(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, comm), "ping");
+      mpi::check(
+          MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, comm, MPI_STATUS_IGNORE),
+          "pong");
+    } else if (rank == 1) {
+      mpi::check(
+          MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, comm, MPI_STATUS_IGNORE),
+          "ping");
+      mpi::check(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, comm), "pong");
+    }
+    if (k > 0) t.push_back((now() - t0) / 2);
+  }
+  std::sort(t.begin(), t.end());
+  double mid = t[t.size() / 2];
+  mpi::check(MPI_Bcast(&mid, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast (ping-pong)");
+  return mid;
+}
+
+LinkCosts link_costs(const PredictConfig& p, MPI_Comm comm, std::size_t state_bytes) {
+  LinkCosts link;
+  if (p.latency >= 0 || p.bandwidth > 0 || mpi::size(comm) < 2) {
+    link.latency = p.latency >= 0 ? p.latency : kDefaultLatency;
+    link.bandwidth = p.bandwidth > 0 ? p.bandwidth : kDefaultBandwidth;
+    link.source = p.latency >= 0 || p.bandwidth > 0 ? "flags (defaults for the rest)"
+                                                    : "defaults (run on 2 ranks to measure)";
+    return link;
+  }
+  const double small = half_round_trip(comm, 8, 200);
+  const double large = half_round_trip(comm, state_bytes, 20);
+  link.latency = small;
+  link.bandwidth = large > small ? static_cast<double>(state_bytes) / (large - small) : 1e12;
+  link.source = fmt::format("ping-pong between ranks 0 and 1 (8 B and {} B)", state_bytes);
+  return link;
+}
+
+/// N chain layers of the model the flags describe, where known without building it.
+std::int64_t layers_of(const ModelConfig& m) {
+  if (m.kind == "resnet") return m.steps;
+  if (m.kind == "stages")
+    return std::accumulate(m.stage_steps.begin(), m.stage_steps.end(), std::int64_t{0}) +
+           static_cast<std::int64_t>(m.stage_steps.size()) - 1;
+  return -1;
+}
+
+std::vector<int> rank_counts(const PredictConfig& p, std::int64_t layers) {
+  std::vector<int> out = p.ranks;
+  if (out.empty())
+    for (std::int64_t r = 1; r <= std::min<std::int64_t>(1024, layers); r *= 2)
+      out.push_back(static_cast<int>(r));
+  for (int r : out)
+    if (r > layers)
+      invalid_value("--ranks", std::to_string(r), fmt::format("rank counts in 1..{}", layers),
+                    fmt::format("the network has {} layers; layer parallelism needs at least one "
+                                "layer per rank",
+                                layers));
+  return out;
+}
+
+json costs_json(const MeasuredCosts& m) {
+  auto ms = [](const std::vector<double>& v) {
+    json a = json::array();
+    for (double s : v) a.push_back(1e3 * s);
+    return a;
+  };
+  return {{"threads", m.threads},
+          {"layers", m.layers},
+          {"forward_ms", ms(m.forward)},
+          {"forward_record_ms", ms(m.forward_record)},
+          {"adjoint_reuse_ms", ms(m.adjoint_reuse)},
+          {"adjoint_final_ms", ms(m.adjoint_final)},
+          {"adjoint_build_ms", ms(m.adjoint_build)},
+          {"open_forward_ms", 1e3 * m.open_forward},
+          {"open_backward_ms", 1e3 * m.open_backward},
+          {"close_ms", 1e3 * m.close},
+          {"optimizer_ms", 1e3 * m.optimizer},
+          {"state_bytes", m.state_bytes}};
+}
+
+int run(const PredictConfig& p, MPI_Comm comm) {
+  const TrainConfig& c = p.train;
+  if (c.data_ranks > 1)
+    invalid_value("--data-ranks", std::to_string(c.data_ranks), "1 with weft predict",
+                  "data x layer parallelism is not modelled");
+  const std::int64_t known = layers_of(c.model);
+  if (known > 0) rank_counts(p, known);  // bad --ranks fails before any measurement
+  if (!p.json_path.empty())
+    mpi::collectively(comm, [&] {
+      if (mpi::rank(comm) == 0) check_output_file("--json", p.json_path);
+    });
+  // Rank 0 measures alone, so that the figures are one rank's on its core; the others wait
+  // without spinning (a blocking MPI call polls and would take a core from rank 0).
+  MeasuredCosts m;
+  std::exception_ptr error;
+  if (mpi::rank(comm) == 0) try {
+      m = measure_costs(c, p.repeats);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  quiet_barrier(comm);
+  mpi::agree_or_throw(comm, error);
+  std::size_t bytes = 0;
+  if (mpi::rank(comm) == 0) bytes = m.state_bytes.empty() ? 8 : m.state_bytes.back();
+  unsigned long long b = bytes;
+  mpi::check(MPI_Bcast(&b, 1, MPI_UNSIGNED_LONG_LONG, 0, comm), "MPI_Bcast (state bytes)");
+  const LinkCosts link = link_costs(p, comm, static_cast<std::size_t>(b));
+  if (mpi::rank(comm) != 0) return kExitOk;
+
+  const std::vector<int> counts = rank_counts(p, m.layers);
+  std::vector<Prediction> predictions;
+  for (int r : counts) predictions.push_back(predict_batch(c, m, link, r));
+  const double serial = m.serial_batch;
+  int break_even = 0;
+  for (const Prediction& q : predictions)
+    if (q.ranks > 1 && q.batch_seconds < serial) {
+      break_even = q.ranks;
+      break;
+    }
+
+  std::printf("weft predict: %s, %lld layers, batch %lld, %d torch thread%s per rank\n",
+              c.model.kind.c_str(), static_cast<long long>(m.layers),
+              static_cast<long long>(c.batch), m.threads, m.threads == 1 ? "" : "s");
+  std::printf("messages: latency %.2f us, bandwidth %.2f GB/s (%s)\n", 1e6 * link.latency,
+              1e-9 * link.bandwidth, link.source.c_str());
+  std::printf("serial LibTorch batch (forward, loss, backward, optimizer): %.2f ms\n",
+              1e3 * serial);
+  std::printf("%8s  %12s  %10s  %16s\n", "ranks", "batch ms", "speedup", "busiest rank ms");
+  for (const Prediction& q : predictions)
+    std::printf("%8d  %12.3f  %10.3f  %16.3f\n", q.ranks, 1e3 * q.batch_seconds,
+                serial / q.batch_seconds, 1e3 * q.busiest_seconds);
+  if (break_even > 0)
+    std::printf("break-even: %d ranks (the fewest listed that beat serial LibTorch)\n", break_even);
+  else
+    std::printf("break-even: none up to %d ranks\n", counts.back());
+  std::fflush(stdout);
+
+  if (!p.json_path.empty()) {
+    json list = json::array();
+    for (const Prediction& q : predictions)
+      list.push_back({{"ranks", q.ranks},
+                      {"batch_ms", 1e3 * q.batch_seconds},
+                      {"speedup_vs_serial", serial / q.batch_seconds},
+                      {"busiest_rank_ms", 1e3 * q.busiest_seconds}});
+    const json out = {{"predictions", list},
+                      {"serial_batch_ms", 1e3 * serial},
+                      {"break_even_ranks", break_even > 0 ? json(break_even) : json(nullptr)},
+                      {"model", c.model.kind},
+                      {"batch", c.batch},
+                      {"latency_us", 1e6 * link.latency},
+                      {"bandwidth_gbs", 1e-9 * link.bandwidth},
+                      {"link_source", link.source},
+                      {"costs", costs_json(m)}};
+    std::ofstream f(p.json_path);
+    f << out.dump(2) << "\n";
+    if (!f) throw BadData("--json " + p.json_path + ": cannot write");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand add_predict_command(CLI::App& weft) {
+  CLI::App* cmd = weft.add_subcommand(
+      "predict",
+      "Predict the time per training batch (forward, backward, optimizer step) at P = 1, 2, 4, "
+      "... ranks for the network and MGRIT flags of `weft train`: measures the model's step "
+      "costs here and replays the solvers' schedule on virtual clocks.");
+  auto flags = add_network_flags(*cmd);
+  auto extra = std::make_shared<std::map<std::string, std::string>>();
+  auto opt = [&](const char* name, const char* type, const std::string& help) {
+    return cmd->add_option(name, (*extra)[name], help)->type_name(type);
+  };
+  opt("--json", "PATH", "write the predictions as JSON");
+  opt("--ranks", "INT,INT...", "rank counts to predict (default 1, 2, 4, ... up to min(1024, N))");
+  opt("--latency-us", "X",
+      "message latency in microseconds (default: ping-pong when run on 2 ranks, else 2)");
+  opt("--bandwidth-gbs", "X",
+      "message bandwidth in GB/s (default: ping-pong when run on 2 ranks, else 5)");
+  opt("--repeats", "INT", "timings per measured figure; the median is used (default 5)");
+  return Subcommand{
+      cmd, [flags, extra, cmd](MPI_Comm comm) {
+        PredictConfig p;
+        p.train = resolve_network_flags(*flags);
+        auto given = [&](const char* name) { return cmd->count(name) > 0; };
+        auto text = [&](const char* name) { return extra->at(name); };
+        if (given("--json")) p.json_path = text("--json");
+        if (given("--ranks"))
+          p.ranks = parse_int_list("--ranks", text("--ranks"), 1, "rank counts >= 1");
+        if (given("--latency-us")) {
+          p.latency = 1e-6 * parse_number("--latency-us", text("--latency-us"), "a number >= 0");
+          if (p.latency < 0) invalid_value("--latency-us", text("--latency-us"), "a number >= 0");
+        }
+        if (given("--bandwidth-gbs")) {
+          p.bandwidth =
+              1e9 * parse_number("--bandwidth-gbs", text("--bandwidth-gbs"), "a number > 0");
+          if (!(p.bandwidth > 0))
+            invalid_value("--bandwidth-gbs", text("--bandwidth-gbs"), "a number > 0");
+        }
+        if (given("--repeats"))
+          p.repeats = static_cast<int>(
+              parse_integer("--repeats", text("--repeats"), 1, "an integer in [1, 1000]", 1000));
+        return run(p, comm);
+      }};
+}
+
+}  // namespace weft::cli

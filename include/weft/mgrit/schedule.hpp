@@ -1,0 +1,77 @@
+#pragma once
+// The solver's schedule, replayed: what every rank of a P-rank solve does, in order (steps,
+// messages, reductions), recorded by running the real Solver once per virtual rank over a
+// recording transport (no MPI traffic, no App work); and a virtual clock that prices it.
+//
+//   Schedule s = record_schedule(intervals, options, ranks, bytes_of_point);
+//   Timeline t = simulate(s, cost);   // t.makespan: seconds of the slowest rank
+//
+// Why recording works one rank at a time: with a fixed iteration count (tolerances off) the
+// solver's control flow depends on the rank, the options and the grid only, never on values, so
+// each rank's sequence is the one it would follow in a real run. Receives are answered with a
+// placeholder; the clock later matches each receive with its send (per sender, receiver and tag,
+// in order, as MPI does).
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "weft/mgrit/options.hpp"
+#include "weft/mgrit/types.hpp"
+
+namespace weft::mgrit {
+
+struct Event {
+  enum class Kind { Step, Send, Recv, Reduce, Compute };
+  Kind kind = Kind::Compute;
+  int level = 0;                             ///< Step
+  Direction direction = Direction::Forward;  ///< Step
+  index_t from = 0, to = 0;                  ///< Step: user numbering (from > to in reverse)
+  bool done = false;                         ///< Step: part of the final sweep (StepInfo::done)
+  int peer = -1;                             ///< Send: receiver; Recv: sender
+  int tag = 0;                               ///< Send, Recv
+  std::size_t bytes = 0;                     ///< Send, Recv
+  double seconds = 0;                        ///< Compute: fixed work (open, close, optimizer)
+};
+
+/// One event list per rank.
+using Schedule = std::vector<std::vector<Event>>;
+
+/// Bytes of the state at fine point p (user numbering) on `level`, as App::buffer_size would
+/// pack it: the level matters for Apps that coarsen in space (smaller coarse states).
+using StateBytes = std::function<std::size_t(index_t point, int level)>;
+
+/// Every rank's events of one solve of the uniform grid 0..intervals (as the nn layer builds
+/// it) with `options` (direction, levels, cf, relaxation, cycle, rank blocks, ...) on `ranks`
+/// ranks. Exactly options.max_iterations() iterations run (tolerances are ignored: the schedule
+/// must not depend on values). Throws InvalidOption as the Solver would.
+Schedule record_schedule(index_t intervals, Options options, int ranks, const StateBytes& bytes);
+
+/// Appends `more[r]` to `into[r]` for every rank, adding `tag_offset` to its message tags so
+/// that phases never match each other's messages.
+void append(Schedule& into, const Schedule& more, int tag_offset);
+
+struct CostModel {
+  std::function<double(const Event&)> step_seconds;  ///< the price of one Step event
+  double latency = 1e-6;                             ///< seconds per message
+  double bandwidth = 1e10;                           ///< bytes per second
+  /// A reduction over P ranks: 2 ceil(log2 P) latencies (recursive doubling), after the last
+  /// rank arrives.
+  double reduce_seconds(int ranks) const;
+  double message_seconds(std::size_t bytes) const {
+    return latency + static_cast<double>(bytes) / bandwidth;
+  }
+};
+
+struct Timeline {
+  std::vector<double> finish;  ///< per rank: when its last event ends
+  double makespan = 0;         ///< max of finish
+  std::vector<double> busy;    ///< per rank: seconds in Step and Compute events
+};
+
+/// Runs every rank's events on its own virtual clock from 0: a step or compute advances it, a
+/// send leaves at the sender's time and arrives latency + bytes/bandwidth later, a receive
+/// waits for its message, a reduction waits for every rank. Throws Error on a schedule that
+/// cannot finish (a receive without its send, ranks reducing a different number of times).
+Timeline simulate(const Schedule& schedule, const CostModel& cost);
+
+}  // namespace weft::mgrit

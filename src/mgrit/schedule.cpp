@@ -1,0 +1,253 @@
+#include "weft/mgrit/schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "weft/mgrit/hierarchy.hpp"
+#include "weft/mgrit/solver.hpp"
+#include "weft/util/error.hpp"
+
+namespace weft::mgrit {
+namespace {
+
+/// A state that only knows its fine point and level; its packed size is the real state's.
+struct Mark {
+  index_t point = 0;
+  int level = 0;
+};
+
+/// Records each step; does no work.
+struct RecordingApp {
+  using State = Mark;
+  std::vector<Event>* log = nullptr;
+  const StateBytes* bytes = nullptr;
+
+  Mark init(double t) const { return Mark{static_cast<index_t>(std::llround(t)), 0}; }
+  void step(const Mark&, Mark& out, double, double, const StepInfo& info) {
+    Event e;
+    e.kind = Event::Kind::Step;
+    e.level = info.level;
+    e.direction = info.direction;
+    e.from = info.from;
+    e.to = info.to;
+    e.done = info.done;
+    log->push_back(e);
+    out.point = info.to;
+    out.level = info.level;
+  }
+  void sum(double, const Mark&, double, Mark&) const {}
+  double norm(const Mark&) const { return 1.0; }
+  void copy(const Mark& src, Mark& dst) const { dst = src; }
+  std::size_t buffer_size(const Mark& like) const {
+    return std::max((*bytes)(like.point, like.level), sizeof(Mark));
+  }
+  // "Spatial" only to follow each state's level (message sizes per level); the solver's steps
+  // and messages are the same with or without spatial transfers.
+  void coarsen(const Mark& fine, Mark& coarse, int fine_level) const {
+    coarse = Mark{fine.point, fine_level + 1};
+  }
+  void refine(const Mark& coarse, Mark& fine, int coarse_level) const {
+    fine = Mark{coarse.point, coarse_level - 1};
+  }
+  // Nothing travels: a received state keeps its point and level (the solver unpacks into a
+  // state like the sender's, the predecessor of the rank's first point on the level).
+  void pack(const Mark&, void*) const {}
+  void unpack(const void*, Mark&) const {}
+};
+
+/// One rank of a virtual communicator: messages and reductions become events.
+class RecordingTransport {
+ public:
+  struct Request {
+    bool active = false;
+    int peer = -1, tag = 0;
+    std::size_t bytes = 0;
+  };
+
+  RecordingTransport(int rank, int ranks, std::vector<Event>* log)
+      : rank_(rank), ranks_(ranks), log_(log) {}
+
+  static Request null_request() { return Request{}; }
+  static bool active(const Request& r) { return r.active; }
+  int rank() const { return rank_; }
+  int size() const { return ranks_; }
+  std::string where() const {
+    return "virtual rank " + std::to_string(rank_) + "/" + std::to_string(ranks_);
+  }
+  void irecv(void*, std::size_t bytes, int source, int tag, Request& r) {
+    r = Request{true, source, tag, bytes};
+  }
+  void isend(const void*, std::size_t bytes, int dest, int tag, Request& r) {
+    r = Request{true, dest, tag, bytes};
+    log_->push_back(message(Event::Kind::Send, r));
+  }
+  std::size_t wait_recv(Request& r) {
+    log_->push_back(message(Event::Kind::Recv, r));
+    r.active = false;
+    return r.bytes;
+  }
+  void wait_send(Request& r) { r.active = false; }
+  void progress(Request&, Request&) {}
+  double allreduce(double, bool, const char*) {
+    Event e;
+    e.kind = Event::Kind::Reduce;
+    log_->push_back(e);
+    return 1.0;  // any finite residual: the tolerances are off
+  }
+
+ private:
+  static Event message(Event::Kind kind, const Request& r) {
+    Event e;
+    e.kind = kind;
+    e.peer = r.peer;
+    e.tag = r.tag;
+    e.bytes = r.bytes;
+    return e;
+  }
+  int rank_, ranks_;
+  std::vector<Event>* log_;
+};
+
+}  // namespace
+
+Schedule record_schedule(index_t intervals, Options options, int ranks, const StateBytes& bytes) {
+  if (ranks < 1) throw InvalidOption("schedule: ranks must be >= 1, got " + std::to_string(ranks));
+  // A fixed number of iterations: the residuals the recording sees are placeholders.
+  options.abs_tol(0).rel_tol(0).collect_timings(false);
+  const TimeGrid grid = TimeGrid::uniform(0.0, static_cast<double>(intervals), intervals);
+  Schedule schedule(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<Event>& log = schedule[static_cast<size_t>(r)];
+    RecordingApp app;
+    app.log = &log;
+    app.bytes = &bytes;
+    Solver<RecordingApp, RecordingTransport> solver(app, RecordingTransport(r, ranks, &log), grid,
+                                                    options);
+    solver.solve();
+  }
+  return schedule;
+}
+
+void append(Schedule& into, const Schedule& more, int tag_offset) {
+  if (into.size() < more.size()) into.resize(more.size());
+  for (size_t r = 0; r < more.size(); ++r)
+    for (Event e : more[r]) {
+      if (e.kind == Event::Kind::Send || e.kind == Event::Kind::Recv) e.tag += tag_offset;
+      into[r].push_back(e);
+    }
+}
+
+double CostModel::reduce_seconds(int ranks) const {
+  if (ranks <= 1) return 0.0;
+  return 2.0 * std::ceil(std::log2(static_cast<double>(ranks))) * latency;
+}
+
+Timeline simulate(const Schedule& schedule, const CostModel& cost) {
+  const int ranks = static_cast<int>(schedule.size());
+  Timeline out;
+  out.finish.assign(schedule.size(), 0.0);
+  out.busy.assign(schedule.size(), 0.0);
+  std::vector<size_t> pos(schedule.size(), 0);
+  std::vector<bool> queued(schedule.size(), true);
+  using Channel = std::tuple<int, int, int>;  // sender, receiver, tag
+  std::map<Channel, std::deque<double>> in_flight;
+  // Reductions: every rank's k-th reduction is one collective.
+  std::vector<int> arrived;
+  std::vector<double> last_arrival;
+  std::deque<int> ready;
+  for (int r = 0; r < ranks; ++r) ready.push_back(r);
+  auto wake = [&](int r) {
+    if (!queued[static_cast<size_t>(r)]) {
+      queued[static_cast<size_t>(r)] = true;
+      ready.push_back(r);
+    }
+  };
+  std::vector<int> reductions_done(schedule.size(), 0);
+  std::vector<bool> at_reduction(schedule.size(), false);  // arrived, waiting for the others
+  while (!ready.empty()) {
+    const int r = ready.front();
+    ready.pop_front();
+    const auto ru = static_cast<size_t>(r);
+    queued[ru] = false;
+    const auto& events = schedule[ru];
+    double& clock = out.finish[ru];
+    while (pos[ru] < events.size()) {
+      const Event& e = events[pos[ru]];
+      bool blocked = false;
+      switch (e.kind) {
+        case Event::Kind::Step: {
+          const double s = cost.step_seconds(e);
+          clock += s;
+          out.busy[ru] += s;
+          break;
+        }
+        case Event::Kind::Compute:
+          clock += e.seconds;
+          out.busy[ru] += e.seconds;
+          break;
+        case Event::Kind::Send: {
+          if (e.peer < 0 || e.peer >= ranks)
+            throw Error("schedule replay: rank " + std::to_string(r) + " sends to rank " +
+                        std::to_string(e.peer) + " of " + std::to_string(ranks));
+          in_flight[Channel{r, e.peer, e.tag}].push_back(clock + cost.message_seconds(e.bytes));
+          wake(e.peer);
+          break;
+        }
+        case Event::Kind::Recv: {
+          auto it = in_flight.find(Channel{e.peer, r, e.tag});
+          if (it == in_flight.end() || it->second.empty()) {
+            blocked = true;
+            break;
+          }
+          clock = std::max(clock, it->second.front());
+          it->second.pop_front();
+          break;
+        }
+        case Event::Kind::Reduce: {
+          if (at_reduction[ru]) {
+            blocked = true;
+            break;
+          }
+          const auto k = static_cast<size_t>(reductions_done[ru]);
+          if (arrived.size() <= k) {
+            arrived.resize(k + 1, 0);
+            last_arrival.resize(k + 1, 0.0);
+          }
+          ++arrived[k];
+          last_arrival[k] = std::max(last_arrival[k], clock);
+          ++reductions_done[ru];
+          at_reduction[ru] = true;
+          if (arrived[k] == ranks) {
+            // The last to arrive releases everyone: all leave at the same time.
+            const double leave = last_arrival[k] + cost.reduce_seconds(ranks);
+            for (int q = 0; q < ranks; ++q) {
+              out.finish[static_cast<size_t>(q)] = leave;
+              ++pos[static_cast<size_t>(q)];  // every rank's k-th reduction is behind it
+              at_reduction[static_cast<size_t>(q)] = false;
+              if (q != r) wake(q);
+            }
+            continue;  // pos already advanced
+          }
+          blocked = true;
+          break;
+        }
+      }
+      if (blocked) break;
+      ++pos[ru];
+    }
+  }
+  for (int r = 0; r < ranks; ++r)
+    if (pos[static_cast<size_t>(r)] < schedule[static_cast<size_t>(r)].size())
+      throw Error("schedule replay: rank " + std::to_string(r) + " cannot go past event " +
+                  std::to_string(pos[static_cast<size_t>(r)]) + " of " +
+                  std::to_string(schedule[static_cast<size_t>(r)].size()) +
+                  " (a receive without its send, or an unmatched reduction)");
+  out.makespan = ranks ? *std::max_element(out.finish.begin(), out.finish.end()) : 0.0;
+  return out;
+}
+
+}  // namespace weft::mgrit
