@@ -40,6 +40,9 @@ struct TrainDefaults {
   static constexpr const char* batchnorm = "1";
   static constexpr const char* dropout = "0";
   static constexpr const char* data_ranks = "1";
+  static constexpr const char* hidden = "64";
+  static constexpr const char* rnn_layers = "1";
+  static constexpr const char* sequence = "rows";
 };
 
 constexpr long long kMaxSteps = 1000000;
@@ -107,7 +110,7 @@ TrainConfig resolve_train(const Flags& f) {
                                 "an integer in [1, 1000000]", kMaxSteps);
   c.model.t_final = parse_number("--T", f.get("--T", D::T), "a number > 0");
   if (!(c.model.t_final > 0)) invalid_value("--T", f.get("--T", D::T), "a number > 0");
-  const std::vector<std::string> kinds = {"resnet", "stages"};
+  const std::vector<std::string> kinds = {"resnet", "stages", "gru", "lstm"};
   c.model.kind = kinds[parse_choice("--model", f.get("--model", D::model), kinds)];
   const auto stage_channels = parse_int_list(
       "--stage-channels", f.get("--stage-channels", D::stage_channels), 1, "integers >= 1");
@@ -132,12 +135,26 @@ TrainConfig resolve_train(const Flags& f) {
     for (const char* flag : {"--stage-channels", "--stage-steps", "--batchnorm", "--dropout"})
       if (f.options.at(flag)->count() > 0)
         invalid_value(flag, f.text.at(flag), "used with --model stages only");
+  const bool recurrent = c.model.kind == "gru" || c.model.kind == "lstm";
+  c.model.hidden =
+      parse_integer("--hidden", f.get("--hidden", D::hidden), 1, "an integer in [1, 65536]", 65536);
+  c.model.rnn_layers = parse_integer("--rnn-layers", f.get("--rnn-layers", D::rnn_layers), 1,
+                                     "an integer in [1, 64]", 64);
+  const std::vector<std::string> orders = {"rows", "pixels"};
+  c.model.sequence = orders[parse_choice("--sequence", f.get("--sequence", D::sequence), orders)];
+  if (!recurrent)
+    for (const char* flag : {"--hidden", "--rnn-layers", "--sequence"})
+      if (f.options.at(flag)->count() > 0)
+        invalid_value(flag, f.text.at(flag), "used with --model gru|lstm only");
   c.data_ranks = static_cast<int>(parse_integer(
       "--data-ranks", f.get("--data-ranks", D::data_ranks), 1, "an integer >= 1", 1 << 20));
   const std::vector<std::string> opens = {"conv", "copy"};
   c.model.open = opens[parse_choice("--open", f.get("--open", D::open), opens)];
   c.model.seed = static_cast<std::uint64_t>(
       parse_integer("--seed", f.get("--seed", D::seed), 0, "an integer >= 0", 1LL << 62));
+  if (recurrent && c.data_ranks > 1)
+    invalid_value("--data-ranks", f.get("--data-ranks", D::data_ranks), "1 with --model gru|lstm",
+                  "data x sequence parallelism is not implemented for recurrent models yet");
   c.batch = parse_integer("--batch", f.get("--batch", D::batch), 1, "an integer >= 1");
   if (c.batch % c.data_ranks != 0)
     invalid_value("--batch", f.get("--batch", D::batch),
@@ -160,9 +177,9 @@ TrainConfig resolve_train(const Flags& f) {
   if (c.momentum < 0 || c.momentum >= 1)
     invalid_value("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
   c.threads = static_cast<int>(parse_threads(f.get("--threads", "0")));
-  for (const char* flag :
-       {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer", "--model",
-        "--stage-channels", "--stage-steps", "--batchnorm", "--dropout"})
+  for (const char* flag : {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer",
+                           "--model", "--stage-channels", "--stage-steps", "--batchnorm",
+                           "--dropout", "--hidden", "--rnn-layers", "--sequence"})
     if (f.options.at(flag)->count() > 0) c.given.insert(flag);
   c.serial = f.serial;
   c.progress = !f.no_progress;
@@ -190,10 +207,17 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--steps", "INT", fmt::format("residual steps N = layers (default {})", D::steps));
   f->add(*cmd, "--T", "X", fmt::format("final time T; step size h = T/N (default {})", D::T));
   f->add(*cmd, "--open", "conv|copy", fmt::format("open layer (default {})", D::open));
-  f->add(*cmd, "--model", "resnet|stages",
-         fmt::format("network: resnet (one stage, --channels/--steps) or stages (batch norm, "
-                     "resolution halved between stages) (default {})",
+  f->add(*cmd, "--model", "resnet|stages|gru|lstm",
+         fmt::format("network: resnet (one stage, --channels/--steps), stages (batch norm, "
+                     "resolution halved between stages), or gru/lstm (the image as a sequence, "
+                     "MGRIT over its steps) (default {})",
                      D::model));
+  f->add(*cmd, "--hidden", "H", fmt::format("gru/lstm: hidden size (default {})", D::hidden));
+  f->add(*cmd, "--rnn-layers", "L",
+         fmt::format("gru/lstm: stacked recurrent layers (default {})", D::rnn_layers));
+  f->add(*cmd, "--sequence", "rows|pixels",
+         fmt::format("gru/lstm: rows = 28 steps of 28 pixels, pixels = 784 steps of 1 (default {})",
+                     D::sequence));
   f->add(*cmd, "--stage-channels", "INT,INT...",
          fmt::format("stages: channels of each stage (default {})", D::stage_channels));
   f->add(*cmd, "--stage-steps", "INT,INT...",
