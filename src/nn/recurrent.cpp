@@ -92,8 +92,9 @@ struct RecurrentFunction : public torch::autograd::Function<RecurrentFunction> {
     ctx->saved_data["generation"] = c.generation;
     ctx->saved_data["x_grad"] = x.requires_grad();
     ctx->saved_data["params"] = static_cast<std::int64_t>(params.size());
-    RecurrentSolve::Forward f = c.solve.forward(x, tuple_of(kind, h0, c0), params.vec(),
-                                                c.options.output_sequence(), c.needs_backward);
+    RecurrentSolve::Forward f =
+        c.solve.forward(x, tuple_of(kind, h0, c0), params.vec(), c.options.output_sequence(),
+                        c.needs_backward, x.requires_grad());
     const std::int64_t L = c.options.num_layers();
     std::vector<Tensor> h, cs;
     for (std::int64_t k = 0; k < L; ++k) {

@@ -62,9 +62,23 @@ TensorTuple RecurrentForwardApp::init(double t) const {
 
 void RecurrentForwardApp::step(const TensorTuple& in, TensorTuple& out, double, double,
                                const mgrit::StepInfo& info) const {
-  torch::NoGradGuard no_grad;
   RecurrentSolve& s = *solve;
-  out = s.cell_.step(in, s.x_[info.from], s.detached_params_);
+  const std::int64_t a = info.from;
+  if (s.cache_graphs_ && info.done && info.level == 0 && info.to == a + 1) {
+    torch::AutoGradMode grad_mode(true);
+    RecurrentSolve::StepGraph g;
+    for (const Tensor& t : in) g.s.push_back(t.detach().requires_grad_(true));
+    g.x = s.x_[a].detach();
+    if (s.input_grad_) g.x.requires_grad_(true);
+    g.y = s.cell_.step(g.s, g.x, s.graph_params_);
+    torch::NoGradGuard no_grad;
+    out.resize(g.y.size());
+    for (size_t i = 0; i < g.y.size(); ++i) out[i] = g.y[i].detach().clone();
+    s.graphs_[static_cast<size_t>(a - s.step_begin())] = std::move(g);
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  out = s.cell_.step(in, s.x_[a], s.detached_params_);
 }
 
 TensorTuple RecurrentAdjointApp::init(double t) const {
@@ -81,29 +95,32 @@ void RecurrentAdjointApp::step(const TensorTuple& in, TensorTuple& out, double, 
   RecurrentSolve& s = *solve;
   const std::int64_t b = info.from, a = info.to;
   const bool final_fine = info.done && info.level == 0 && b == a + 1;
-  const TensorTuple& state = s.forward_state(a);
+  const bool want_x = final_fine && s.input_grad_;
 
   torch::AutoGradMode grad_mode(true);
   std::vector<Tensor> inputs;
-  TensorTuple sa;
-  for (const Tensor& t : state) {
-    sa.push_back(t.detach().requires_grad_(true));
-    inputs.push_back(sa.back());
-  }
-  Tensor xa = s.x_[a].detach();
-  const bool want_x = final_fine && s.input_grad_;
-  if (want_x) {
-    xa.requires_grad_(true);
-    inputs.push_back(xa);
-  }
+  TensorTuple sa, y;
+  Tensor xa;
   std::vector<Tensor> params;
-  if (final_fine) {
-    for (const Tensor& p : s.detached_params_) {
-      params.push_back(p.detach().requires_grad_(true));
-      inputs.push_back(params.back());
-    }
+  RecurrentSolve::StepGraph* cached =
+      final_fine && s.cache_graphs_ ? &s.graphs_[static_cast<size_t>(a - s.step_begin())] : nullptr;
+  if (cached && !cached->y.empty()) {
+    sa = cached->s;
+    xa = cached->x;
+    y = std::move(cached->y);
+    params = s.graph_params_;
+    *cached = RecurrentSolve::StepGraph();
+  } else {
+    for (const Tensor& t : s.forward_state(a)) sa.push_back(t.detach().requires_grad_(true));
+    xa = s.x_[a].detach();
+    if (want_x) xa.requires_grad_(true);
+    if (final_fine)
+      for (const Tensor& p : s.detached_params_) params.push_back(p.detach().requires_grad_(true));
+    y = s.cell_.step(sa, xa, final_fine ? params : s.detached_params_);
   }
-  const TensorTuple y = s.cell_.step(sa, xa, final_fine ? params : s.detached_params_);
+  inputs = sa;
+  if (want_x) inputs.push_back(xa);
+  if (final_fine) inputs.insert(inputs.end(), params.begin(), params.end());
   const std::vector<Tensor> grads = torch::autograd::grad(y, inputs, in, /*retain_graph=*/false,
                                                           /*create_graph=*/false,
                                                           /*allow_unused=*/true);
@@ -174,7 +191,8 @@ const TensorTuple& RecurrentSolve::forward_state(std::int64_t t) const {
 
 RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTuple& s0,
                                                 const std::vector<Tensor>& params,
-                                                bool output_sequence, bool needs_backward) {
+                                                bool output_sequence, bool needs_backward,
+                                                bool input_grad) {
   const double t0 = seconds();
   torch::NoGradGuard no_grad;
   x_ = x.detach();
@@ -184,6 +202,13 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
   detached_params_.clear();
   for (const Tensor& p : params) detached_params_.push_back(p.detach());
   boundary_.clear();
+  input_grad_ = input_grad;
+  cache_graphs_ = needs_backward && options_.cache_graphs() &&
+                  options_.forward_solver_options().max_levels() == 1;
+  graphs_.assign(cache_graphs_ ? static_cast<size_t>(step_end() - step_begin()) : 0, StepGraph());
+  graph_params_.clear();
+  if (cache_graphs_)
+    for (const Tensor& p : params) graph_params_.push_back(p.detach().requires_grad_(true));
   stats_.forward.result = fsolver_->solve();
   stats_.forward.statistics = fsolver_->statistics();
   if (needs_backward) exchange_boundary();
@@ -199,6 +224,7 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
     result.output = gather_steps(torch::stack(rows));
   }
   if (!needs_backward) {
+    graphs_.clear();
     x_ = Tensor();
     s0_.clear();
   }
@@ -277,6 +303,8 @@ RecurrentSolve::Backward RecurrentSolve::backward(const TensorTuple& final_state
     for (const Tensor& p : detached_params_) param_grads_.push_back(torch::zeros_like(p));
   }
   auto release = [&] {
+    graphs_.clear();
+    graph_params_.clear();
     x_ = Tensor();
     s0_.clear();
     boundary_.clear();

@@ -69,9 +69,10 @@ class RecurrentSolve {
     torch::Tensor output;     ///< [T, B, H] on every rank (when asked)
   };
   /// Collective. `x` [T, B, F] and `s0` are the same on every rank; `params` the cell's.
+  /// `input_grad`: the backward will want the input gradient.
   Forward forward(const torch::Tensor& x, const TensorTuple& s0,
                   const std::vector<torch::Tensor>& params, bool output_sequence,
-                  bool needs_backward);
+                  bool needs_backward, bool input_grad);
 
   struct Backward {
     TensorTuple initial_state;          ///< λ_0 on every rank
@@ -116,6 +117,17 @@ class RecurrentSolve {
   bool input_grad_ = false;
   torch::Tensor input_grad_local_;  ///< [local steps, B, F]
   std::vector<torch::Tensor> param_grads_;
+  /// Exact mode: each local step's autograd graph from the forward solve's only sweep, used
+  /// once by the adjoint (so no step is evaluated twice). Multilevel solves recompute instead
+  /// (the forward's final sweep may start a step from a state that changes afterwards).
+  struct StepGraph {
+    TensorTuple s;
+    torch::Tensor x;
+    TensorTuple y;
+  };
+  bool cache_graphs_ = false;
+  std::vector<torch::Tensor> graph_params_;  ///< leaves shared by the cached graphs
+  std::vector<StepGraph> graphs_;            ///< per local step
 };
 
 }  // namespace weft::nn::detail
