@@ -45,7 +45,7 @@ struct TrainDefaults {
   static constexpr const char* sequence = "rows";
   // gru/lstm: the per-batch cost is mostly per step, so larger batches train faster
   static constexpr const char* rnn_batch = "100";
-  static constexpr const char* rnn_lr = "0.003";
+  static constexpr const char* rnn_lr = "0.002";
 };
 
 constexpr long long kMaxSteps = 1000000;
