@@ -134,6 +134,35 @@ TEST(Recurrent, MultilevelIteratedToConvergenceEqualsTorch) {
   EXPECT_LE(worst_difference({CellKind::LSTM, 7, converged_multilevel()}), 1e-10);
 }
 
+TEST(Recurrent, LengthAndBatchMayChangeBetweenCallsAndInferenceNeedsNoGraph) {
+  torch::manual_seed(7);
+  torch::nn::GRU reference(torch::nn::GRUOptions(kInput, kHidden).num_layers(kLayers));
+  reference->to(torch::kFloat64);
+  Recurrent rnn(MPI_COMM_WORLD,
+                RecurrentOptions(CellKind::GRU, kInput, kHidden).num_layers(kLayers));
+  rnn->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    auto mine = rnn->named_parameters();
+    for (const auto& p : reference->named_parameters()) mine[p.key()].copy_(p.value());
+  }
+  const std::int64_t ranks = weft::test::world_size();
+  double worst = 0;
+  for (auto [steps, batch] :
+       {std::pair<std::int64_t, std::int64_t>{ranks + 5, 2}, {ranks + 2, 3}}) {
+    const Tensor x = torch::randn({steps, batch, kInput}, torch::kFloat64);
+    Tensor xr = x.clone().requires_grad_(true), xw = x.clone().requires_grad_(true);
+    const Tensor h_r = std::get<1>(reference->forward(xr));
+    h_r.sum().backward();
+    const Tensor h_w = rnn->forward(xw).h_n;
+    h_w.sum().backward();
+    worst = std::max({worst, max_diff(h_w, h_r), max_diff(xw.grad(), xr.grad())});
+    torch::NoGradGuard no_grad;
+    worst = std::max(worst, max_diff(rnn->forward(x).h_n, h_r));
+  }
+  EXPECT_LE(weft::test::allreduce(worst, MPI_MAX), 1e-12);
+}
+
 TEST(Recurrent, ParametersAreTheSameOnEveryRank) {
   torch::manual_seed(1000 + static_cast<std::uint64_t>(weft::test::world_rank()));
   Recurrent rnn(MPI_COMM_WORLD, RecurrentOptions(CellKind::GRU, kInput, kHidden));
