@@ -155,9 +155,6 @@ TrainConfig resolve_train(const Flags& f) {
   c.model.open = opens[parse_choice("--open", f.get("--open", D::open), opens)];
   c.model.seed = static_cast<std::uint64_t>(
       parse_integer("--seed", f.get("--seed", D::seed), 0, "an integer >= 0", 1LL << 62));
-  if (recurrent && c.data_ranks > 1)
-    invalid_value("--data-ranks", f.get("--data-ranks", D::data_ranks), "1 with --model gru|lstm",
-                  "data x sequence parallelism is not implemented for recurrent models yet");
   const char* batch_default = recurrent ? D::rnn_batch : D::batch;
   c.batch = parse_integer("--batch", f.get("--batch", batch_default), 1, "an integer >= 1");
   if (c.batch % c.data_ranks != 0)

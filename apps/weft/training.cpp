@@ -166,6 +166,7 @@ class Model {
       spec.seed = m.seed;
       spec.solver = opts;
       recurrent_ = models::SequenceClassifier(comm, spec);
+      data_ = data;
       return;
     }
     const nn::Network net = make_network(m, like);
@@ -213,11 +214,12 @@ class Model {
     if (serial_ || recurrent_) {  // the same logits and loss on every rank
       torch::Tensor logits = recurrent_ ? recurrent_->forward(x) : sequential_->forward(x);
       double t1 = now();
-      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y) * weight;
       out.correct = static_cast<double>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
-      out.loss = loss.item<double>();
+      out.loss = loss.item<double>() / weight;
       check_finite(out.loss);
       loss.backward();
+      if (recurrent_ && data_ != MPI_COMM_NULL) average_gradients();
       double t2 = now();
       opt.step();
       t = {t1 - t0, t2 - t1, now() - t2};
@@ -277,7 +279,30 @@ class Model {
                        " (try a smaller --lr)");
   }
 
+  /// Replicas of the recurrent model: one fused all-reduce averages every gradient.
+  void average_gradients() {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> grads, flat;
+    for (const auto& p : recurrent_->parameters())
+      if (p.grad().defined()) {
+        grads.push_back(p.mutable_grad());
+        flat.push_back(p.grad().reshape({-1}).to(torch::kFloat64));
+      }
+    if (grads.empty()) return;
+    torch::Tensor all = torch::cat(flat).contiguous();
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, all.data_ptr(), static_cast<int>(all.numel()),
+                             MPI_DOUBLE, MPI_SUM, data_),
+               "MPI_Allreduce (replica gradients)");
+    all.div_(mpi::size(data_));
+    std::int64_t offset = 0;
+    for (torch::Tensor& g : grads) {
+      g.copy_(all.slice(0, offset, offset + g.numel()).view(g.sizes()));
+      offset += g.numel();
+    }
+  }
+
   MPI_Comm comm_;
+  MPI_Comm data_ = MPI_COMM_NULL;
   bool serial_;
   nn::SequentialNetwork sequential_{nullptr};
   nn::LayerParallel parallel_{nullptr};

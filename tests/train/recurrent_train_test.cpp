@@ -1,6 +1,7 @@
 // End-to-end tests of `weft train --model gru|lstm` on a Fashion-MNIST subset: the sequence
 // split over 3 ranks trains exactly like one rank, multilevel runs report their levels, a
-// checkpoint resumes at another rank count and evaluates, and bad flags exit 2 on every rank.
+// checkpoint resumes at another rank count and evaluates, replicas (--data-ranks) train like one
+// rank with the global batch, and bad flags exit 2 on every rank.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -59,11 +60,24 @@ TEST_F(RecurrentTrain, LstmCheckpointResumesAtAnotherRankCountAndMultilevelRepor
   EXPECT_EQ(ev.code, 0) << ev.out << ev.err;
 }
 
+TEST_F(RecurrentTrain, TwoReplicasOfTwoRanksTrainLikeOneRankWithTheGlobalBatch) {
+  const fs::path dir = work_dir();
+  const std::string args = kSmall + "--model gru --epochs 1";
+  const auto one = train(1, args, dir, "one");
+  const auto four = train(4, args + " --data-ranks 2", dir, "d2p2");
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(four.size(), 1u);
+  expect_relative(four[0]["train_loss"], one[0]["train_loss"], 1e-4, "train loss");
+  expect_relative(four[0]["test_loss"], one[0]["test_loss"], 1e-4, "test loss");
+  expect_relative(four[0]["test_accuracy"], one[0]["test_accuracy"], 1e-9, "test accuracy");
+  EXPECT_EQ(four[0]["data_ranks"], 2);
+}
+
 TEST_F(RecurrentTrain, BadFlagsAreOneLineAndExitTwoOnEveryRank) {
   const fs::path dir = work_dir();
   const std::vector<std::pair<int, std::string>> cases = {{2, "--model gru --hidden 0"},
                                                           {2, "--model resnet --sequence pixels"},
-                                                          {2, "--model gru --data-ranks 2"}};
+                                                          {2, "--model gru --rnn-layers 0"}};
   for (const auto& [np, args] : cases) {
     const Outcome r = weft(np, "train --no-progress --train-size 100 --test-size 100 " + args, dir);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
