@@ -198,7 +198,6 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
   x_ = x.detach();
   s0_ = detached_clone(s0);
   zero_ = zeros_like(s0_);
-  params_ = params;
   detached_params_.clear();
   for (const Tensor& p : params) detached_params_.push_back(p.detach());
   boundary_.clear();

@@ -110,7 +110,7 @@ class RecurrentSolve {
   // per batch
   torch::Tensor x_;        ///< the input sequence
   TensorTuple s0_, zero_;  ///< s_0 and a zero state
-  std::vector<torch::Tensor> params_, detached_params_;
+  std::vector<torch::Tensor> detached_params_;
   TensorTuple boundary_;  ///< s_{lo-1} (ranks > 0)
   TensorTuple lambda_T_;
   torch::Tensor output_grad_;  ///< ∂loss/∂output [T, B, H] or undefined

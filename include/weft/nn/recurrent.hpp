@@ -42,6 +42,10 @@
 // - Errors are agreed by all ranks first: every rank throws the same kind (InvalidOption for
 //   T < ranks; BadData for a wrong shape or NaN/Inf input; Divergence) and none hangs.
 // - Inference: call forward() under torch::NoGradGuard (no boundary states are kept).
+// - The module must outlive the backward of its last forward.
+// - Exact mode keeps each local step's autograd graph from the forward sweep until the adjoint
+//   uses it (memory: the local steps' activations, as in ordinary backprop);
+//   LayerParallelOptions::cache_graphs(false) recomputes each step in the adjoint instead.
 #include <mpi.h>
 #include <torch/arg.h>
 #include <torch/nn/module.h>
