@@ -11,7 +11,11 @@ using json = nlohmann::json;
 
 json to_json(const ModelConfig& m) {
   json j = {{"kind", m.kind}, {"T", m.t_final}, {"seed", m.seed}};
-  if (m.kind == "stages" || m.kind == "conv3d") {
+  if (m.kind == "gru" || m.kind == "lstm") {
+    j["hidden"] = m.hidden;
+    j["rnn_layers"] = m.rnn_layers;
+    j["sequence"] = m.sequence;
+  } else if (m.kind == "stages" || m.kind == "conv3d") {
     j["stage_channels"] = m.stage_channels;
     j["stage_steps"] = m.stage_steps;
     j["batchnorm"] = m.batchnorm;
@@ -69,7 +73,11 @@ ModelConfig model_from_json(const json& j) {
   m.kind = j.value("kind", std::string("resnet"));  // checkpoints from before stages existed
   m.t_final = j.at("T").get<double>();
   m.seed = j.at("seed").get<std::uint64_t>();
-  if (m.kind == "stages" || m.kind == "conv3d") {
+  if (m.kind == "gru" || m.kind == "lstm") {
+    m.hidden = j.at("hidden").get<std::int64_t>();
+    m.rnn_layers = j.at("rnn_layers").get<std::int64_t>();
+    m.sequence = j.at("sequence").get<std::string>();
+  } else if (m.kind == "stages" || m.kind == "conv3d") {
     m.stage_channels = j.at("stage_channels").get<std::vector<std::int64_t>>();
     m.stage_steps = j.at("stage_steps").get<std::vector<std::int64_t>>();
     m.batchnorm = j.at("batchnorm").get<bool>();
@@ -83,6 +91,12 @@ ModelConfig model_from_json(const json& j) {
 }
 
 std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols) {
+  if (m.kind == "gru" || m.kind == "lstm")
+    return fmt::format(
+        "{} {} layer(s), hidden {}, over the image as a sequence of {} ({} steps of {}); "
+        "close linear({}->10) on the final hidden state; seed {}",
+        m.kind, m.rnn_layers, m.hidden, m.sequence, m.sequence == "rows" ? rows : rows * cols,
+        m.sequence == "rows" ? cols : 1, m.hidden, m.seed);
   if (m.kind == "stages" || m.kind == "conv3d") {
     const char* conv = m.kind == "conv3d" ? "conv3x3x3" : "conv3x3";
     std::string text = m.kind;

@@ -121,6 +121,9 @@ void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::st
   differs("--T", number_text(c.model.t_final), number_text(stored.t_final));
   differs("--open", c.model.open, stored.open);
   differs("--seed", std::to_string(c.model.seed), std::to_string(stored.seed));
+  differs("--hidden", std::to_string(c.model.hidden), std::to_string(stored.hidden));
+  differs("--rnn-layers", std::to_string(c.model.rnn_layers), std::to_string(stored.rnn_layers));
+  differs("--sequence", c.model.sequence, stored.sequence);
   differs("--optimizer", c.optimizer, optimizer);
   if (c.epochs <= epoch)
     throw InvalidOption(fmt::format(

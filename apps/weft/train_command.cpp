@@ -36,6 +36,11 @@ struct TrainDefaults {
   static constexpr const char* batchnorm = "1";
   static constexpr const char* dropout = "0";
   static constexpr const char* data_ranks = "1";
+  static constexpr const char* hidden = "64";
+  static constexpr const char* rnn_layers = "1";
+  static constexpr const char* sequence = "rows";
+  // gru/lstm: the per-batch cost is mostly per step, so larger batches train faster
+  static constexpr const char* rnn_batch = "100";
 };
 
 // Defaults that depend on the model: its recipe. --model stages is the main job (README):
@@ -53,9 +58,12 @@ struct Recipe {
 };
 constexpr Recipe kExactRecipe{"1", "4", "2", "1", "2", "0.001", "constant"};
 constexpr Recipe kStagesRecipe{"2", "2", "1", "1", "5", "0.003", "cosine"};
+constexpr Recipe kRecurrentRecipe{"1", "4", "2", "1", "2", "0.002", "constant"};
 
 const Recipe& recipe_of(const std::string& model) {
-  return model == "stages" ? kStagesRecipe : kExactRecipe;
+  if (model == "stages") return kStagesRecipe;
+  if (model == "gru" || model == "lstm") return kRecurrentRecipe;
+  return kExactRecipe;
 }
 
 constexpr long long kMaxSteps = 1000000;
@@ -129,7 +137,7 @@ TrainConfig resolve_train(const Flags& f) {
                                 "an integer in [1, 1000000]", kMaxSteps);
   c.model.t_final = parse_number("--T", f.get("--T", D::T), "a number > 0");
   if (!(c.model.t_final > 0)) invalid_value("--T", f.get("--T", D::T), "a number > 0");
-  const std::vector<std::string> kinds = {"resnet", "stages", "conv3d"};
+  const std::vector<std::string> kinds = {"resnet", "stages", "conv3d", "gru", "lstm"};
   c.model.kind = kinds[parse_choice("--model", f.get("--model", D::model), kinds)];
   const auto stage_channels = parse_int_list(
       "--stage-channels", f.get("--stage-channels", D::stage_channels), 1, "integers >= 1");
@@ -150,24 +158,38 @@ TrainConfig resolve_train(const Flags& f) {
   c.model.dropout = parse_number("--dropout", f.get("--dropout", D::dropout), "a rate in [0, 1)");
   if (!(c.model.dropout >= 0 && c.model.dropout < 1))
     invalid_value("--dropout", f.get("--dropout", D::dropout), "a rate in [0, 1)");
-  if (c.model.kind == "resnet")
+  const bool recurrent = c.model.kind == "gru" || c.model.kind == "lstm";
+  if (c.model.kind == "resnet" || recurrent)
     for (const char* flag : {"--stage-channels", "--stage-steps", "--batchnorm", "--dropout"})
       if (f.options.at(flag)->count() > 0)
         invalid_value(flag, f.text.at(flag), "used with --model stages or conv3d only");
-  if (c.model.kind == "stages" || c.model.kind == "conv3d")
+  if (c.model.kind != "resnet")
     for (const char* flag : {"--channels", "--steps", "--open"})
       if (f.options.at(flag)->count() > 0)
         invalid_value(flag, f.text.at(flag), "used with --model resnet only",
-                      "--model " + c.model.kind + " takes --stage-channels and --stage-steps");
+                      c.model.kind == "stages" || c.model.kind == "conv3d"
+                          ? "--model " + c.model.kind + " takes --stage-channels and --stage-steps"
+                          : "");
+  c.model.hidden =
+      parse_integer("--hidden", f.get("--hidden", D::hidden), 1, "an integer in [1, 65536]", 65536);
+  c.model.rnn_layers = parse_integer("--rnn-layers", f.get("--rnn-layers", D::rnn_layers), 1,
+                                     "an integer in [1, 64]", 64);
+  const std::vector<std::string> orders = {"rows", "pixels"};
+  c.model.sequence = orders[parse_choice("--sequence", f.get("--sequence", D::sequence), orders)];
+  if (!recurrent)
+    for (const char* flag : {"--hidden", "--rnn-layers", "--sequence"})
+      if (f.options.at(flag)->count() > 0)
+        invalid_value(flag, f.text.at(flag), "used with --model gru|lstm only");
   c.data_ranks = static_cast<int>(parse_integer(
       "--data-ranks", f.get("--data-ranks", D::data_ranks), 1, "an integer >= 1", 1 << 20));
   const std::vector<std::string> opens = {"conv", "copy"};
   c.model.open = opens[parse_choice("--open", f.get("--open", D::open), opens)];
   c.model.seed = static_cast<std::uint64_t>(
       parse_integer("--seed", f.get("--seed", D::seed), 0, "an integer >= 0", 1LL << 62));
-  c.batch = parse_integer("--batch", f.get("--batch", D::batch), 1, "an integer >= 1");
+  const char* batch_default = recurrent ? D::rnn_batch : D::batch;
+  c.batch = parse_integer("--batch", f.get("--batch", batch_default), 1, "an integer >= 1");
   if (c.batch % c.data_ranks != 0)
-    invalid_value("--batch", f.get("--batch", D::batch),
+    invalid_value("--batch", f.get("--batch", batch_default),
                   "a multiple of --data-ranks " + std::to_string(c.data_ranks),
                   "each replica takes batch / data-ranks images");
   const Recipe& recipe = recipe_of(c.model.kind);
@@ -191,9 +213,9 @@ TrainConfig resolve_train(const Flags& f) {
   if (c.momentum < 0 || c.momentum >= 1)
     invalid_value("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
   c.threads = static_cast<int>(parse_threads(f.get("--threads", "0")));
-  for (const char* flag :
-       {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer", "--model",
-        "--stage-channels", "--stage-steps", "--batchnorm", "--dropout"})
+  for (const char* flag : {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer",
+                           "--model", "--stage-channels", "--stage-steps", "--batchnorm",
+                           "--dropout", "--hidden", "--rnn-layers", "--sequence"})
     if (f.options.at(flag)->count() > 0) c.given.insert(flag);
   c.serial = f.serial;
   c.progress = !f.no_progress;
@@ -225,11 +247,18 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
   f->add(*cmd, "--steps", "INT", fmt::format("residual steps N = layers (default {})", D::steps));
   f->add(*cmd, "--T", "X", fmt::format("final time T; step size h = T/N (default {})", D::T));
   f->add(*cmd, "--open", "conv|copy", fmt::format("open layer (default {})", D::open));
-  f->add(*cmd, "--model", "resnet|stages|conv3d",
+  f->add(*cmd, "--model", "resnet|stages|conv3d|gru|lstm",
          fmt::format("network: resnet (one stage, --channels/--steps), stages (batch norm, "
-                     "resolution halved between stages) or conv3d (stages in 3-D, for volumes: "
-                     "--data shapes3d) (default {})",
+                     "resolution halved between stages), conv3d (stages in 3-D, for volumes: "
+                     "--data shapes3d), or gru/lstm (the image as a sequence, MGRIT over its "
+                     "steps) (default {})",
                      D::model));
+  f->add(*cmd, "--hidden", "H", fmt::format("gru/lstm: hidden size (default {})", D::hidden));
+  f->add(*cmd, "--rnn-layers", "L",
+         fmt::format("gru/lstm: stacked recurrent layers (default {})", D::rnn_layers));
+  f->add(*cmd, "--sequence", "rows|pixels",
+         fmt::format("gru/lstm: rows = 28 steps of 28 pixels, pixels = 784 steps of 1 (default {})",
+                     D::sequence));
   f->add(*cmd, "--stage-channels", "INT,INT...",
          fmt::format("stages: channels of each stage (default {})", D::stage_channels));
   f->add(*cmd, "--stage-steps", "INT,INT...",
@@ -243,11 +272,13 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
          fmt::format("data parallelism: D replicas of P/D layer-parallel ranks, each taking "
                      "batch/D images; gradients averaged (default {})",
                      D::data_ranks));
-  f->add(*cmd, "--batch", "INT", fmt::format("batch size (default {})", D::batch));
-  const Recipe &exact = kExactRecipe, &stages = kStagesRecipe;
+  f->add(*cmd, "--batch", "INT",
+         fmt::format("batch size (default {}; gru/lstm {})", D::batch, D::rnn_batch));
+  const Recipe &exact = kExactRecipe, &stages = kStagesRecipe, &rnn = kRecurrentRecipe;
   f->add(*cmd, "--optimizer", "sgd|adam", fmt::format("optimizer (default {})", D::optimizer));
   f->add(*cmd, "--lr", "X",
-         fmt::format("learning rate (default {}; {} with --model stages)", exact.lr, stages.lr));
+         fmt::format("learning rate (default {}; {} with --model stages, {} with gru/lstm)",
+                     exact.lr, stages.lr, rnn.lr));
   f->add(*cmd, "--lr-schedule", "constant|cosine",
          fmt::format("learning rate over the run: constant, or cosine decay from --lr to 0 over "
                      "--epochs (default {}; {} with --model stages)",

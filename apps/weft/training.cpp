@@ -36,6 +36,7 @@
 
 #include "weft/data/idx.hpp"
 #include "weft/models/image_resnet.hpp"
+#include "weft/models/sequence_classifier.hpp"
 #include "weft/models/stages_net.hpp"
 #include "weft/nn/checkpoint.hpp"
 #include "weft/nn/layer_parallel.hpp"
@@ -156,10 +157,26 @@ struct Timing {
 class Model {
  public:
   // Layer-parallel over `comm` (replicas over `data`), or sequential when `comm` is
-  // MPI_COMM_SELF and serial is set.
-  Model(const nn::Network& net, MPI_Comm comm, MPI_Comm data, bool serial,
+  // MPI_COMM_SELF and serial is set. gru/lstm: the recurrent classifier, parallel over the
+  // sequence and replicated on every rank of `comm`.
+  Model(const ModelConfig& m, const Dataset& like, MPI_Comm comm, MPI_Comm data, bool serial,
         const nn::LayerParallelOptions& opts)
       : comm_(comm), serial_(serial) {
+    if (m.kind == "gru" || m.kind == "lstm") {
+      models::SequenceClassifierSpec spec;
+      spec.cell = m.kind == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM;
+      spec.order = models::parse_sequence_order(m.sequence);
+      spec.hidden = m.hidden;
+      spec.layers = m.rnn_layers;
+      spec.height = like.images.size(2);
+      spec.width = like.images.size(3);
+      spec.seed = m.seed;
+      spec.solver = opts;
+      recurrent_ = models::SequenceClassifier(comm, spec);
+      data_ = data;
+      return;
+    }
+    const nn::Network net = make_network(m, like);
     if (serial_)
       sequential_ = nn::SequentialNetwork(net, opts.seed());
     else
@@ -167,6 +184,7 @@ class Model {
   }
   /// Random streams continue from batch `b` (resume).
   void set_batch_index(std::int64_t b) {
+    if (recurrent_) return;  // no random streams
     if (serial_)
       sequential_->set_batch_index(b);
     else
@@ -174,10 +192,24 @@ class Model {
   }
 
   torch::nn::Module& module() {
+    if (recurrent_) return *recurrent_;
     return serial_ ? static_cast<torch::nn::Module&>(*sequential_)
                    : static_cast<torch::nn::Module&>(*parallel_);
   }
-  const nn::LayerParallel* parallel() const { return serial_ ? nullptr : &parallel_; }
+  const nn::LayerParallel* parallel() const { return serial_ || recurrent_ ? nullptr : &parallel_; }
+  /// The last batch's MGRIT solves on this rank (none for the sequential reference).
+  const nn::SolveReport* solve_report(bool forward) {
+    if (recurrent_) {
+      const auto& s = recurrent_->recurrent()->statistics();
+      return forward ? &s.forward : &s.backward;
+    }
+    if (serial_) return nullptr;
+    return forward ? &parallel_->statistics().forward : &parallel_->statistics().backward;
+  }
+  /// Checkpoints: the recurrent model is replicated, so rank 0 of `comm` saves it alone, over
+  /// this communicator, and every rank loads it whole.
+  bool replicated() const { return static_cast<bool>(recurrent_); }
+  MPI_Comm checkpoint_comm() const { return recurrent_ ? MPI_COMM_SELF : comm_; }
 
   // `weight` scales the mean loss of this replica's rows so that the replicas' average is the
   // mean over the global batch (rows / (global rows / replicas)).
@@ -186,14 +218,15 @@ class Model {
     BatchOutcome out;
     opt.zero_grad();
     double t0 = now();
-    if (serial_) {
-      torch::Tensor logits = sequential_->forward(x);
+    if (serial_ || recurrent_) {  // the same logits and loss on every rank
+      torch::Tensor logits = recurrent_ ? recurrent_->forward(x) : sequential_->forward(x);
       double t1 = now();
-      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y) * weight;
       out.correct = static_cast<double>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
-      out.loss = loss.item<double>();
+      out.loss = loss.item<double>() / weight;
       check_finite(out.loss);
       loss.backward();
+      if (recurrent_ && data_ != MPI_COMM_NULL) average_gradients();
       double t2 = now();
       opt.step();
       t = {t1 - t0, t2 - t1, now() - t2};
@@ -221,8 +254,12 @@ class Model {
   BatchOutcome evaluate(const torch::Tensor& x, const torch::Tensor& y,
                         std::vector<std::int64_t>& confusion, int classes) {
     torch::NoGradGuard no_grad;
-    torch::Tensor logits = serial_ ? sequential_->forward(x) : parallel_->forward(x);
-    const bool has_logits = serial_ || parallel_->owns_output();
+    torch::Tensor logits = recurrent_ ? recurrent_->forward(x)
+                           : serial_  ? sequential_->forward(x)
+                                      : parallel_->forward(x);
+    const bool has_logits = serial_ || recurrent_ || parallel_->owns_output();
+    // Replicated logits: the confusion matrix counts them once (rank 0).
+    const bool count = !recurrent_ || mpi::rank(comm_) == 0;
     double loss = 0, correct = 0;
     if (has_logits) {
       loss = torch::nn::functional::cross_entropy(
@@ -232,10 +269,10 @@ class Model {
       correct = static_cast<double>(predicted.eq(y).sum().item<std::int64_t>());
       auto p = predicted.accessor<std::int64_t, 1>();
       auto l = y.accessor<std::int64_t, 1>();
-      for (std::int64_t i = 0; i < p.size(0); ++i)
+      for (std::int64_t i = 0; count && i < p.size(0); ++i)
         ++confusion[static_cast<size_t>(l[i] * classes + p[i])];
     }
-    if (!serial_) {
+    if (!serial_ && !recurrent_) {
       loss = parallel_->broadcast_from_output(loss);
       correct = parallel_->broadcast_from_output(correct);
     }
@@ -249,10 +286,34 @@ class Model {
                        " (try a smaller --lr)");
   }
 
+  /// Replicas of the recurrent model: one fused all-reduce averages every gradient.
+  void average_gradients() {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> grads, flat;
+    for (const auto& p : recurrent_->parameters())
+      if (p.grad().defined()) {
+        grads.push_back(p.mutable_grad());
+        flat.push_back(p.grad().reshape({-1}).to(torch::kFloat64));
+      }
+    if (grads.empty()) return;
+    torch::Tensor all = torch::cat(flat).contiguous();
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, all.data_ptr(), static_cast<int>(all.numel()),
+                             MPI_DOUBLE, MPI_SUM, data_),
+               "MPI_Allreduce (replica gradients)");
+    all.div_(mpi::size(data_));
+    std::int64_t offset = 0;
+    for (torch::Tensor& g : grads) {
+      g.copy_(all.slice(0, offset, offset + g.numel()).view(g.sizes()));
+      offset += g.numel();
+    }
+  }
+
   MPI_Comm comm_;
+  MPI_Comm data_ = MPI_COMM_NULL;
   bool serial_;
   nn::SequentialNetwork sequential_{nullptr};
   nn::LayerParallel parallel_{nullptr};
+  models::SequenceClassifier recurrent_{nullptr};
 };
 
 // --lr-schedule at global batch k (0-based).
@@ -396,10 +457,12 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     if (rank != 0) return 0;
     comm = MPI_COMM_SELF;
   }
-  Model model(make_network(c.model, train), comm, data, c.serial, c.parallel);
+  Model model(c.model, train, comm, data, c.serial, c.parallel);
   auto optimizer = make_optimizer(c, model);
   if (!c.resume_dir.empty())
-    nn::load_checkpoint(c.resume_dir, comm, model.module(), optimizer.get());
+    mpi::collectively(comm, [&] {
+      nn::load_checkpoint(c.resume_dir, model.checkpoint_comm(), model.module(), optimizer.get());
+    });
   const std::int64_t batches_per_epoch = (train.count() + c.batch - 1) / c.batch;
 
   const bool root = rank == 0;
@@ -477,8 +540,11 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       fwd_ms.push_back(1e3 * t.forward);
       bwd_ms.push_back(1e3 * t.backward);
       opt_ms.push_back(1e3 * t.optimizer);
-      if (const auto* lp = model.parallel()) {
-        const auto& s = (*lp)->statistics();
+      if (model.solve_report(true)) {
+        struct {
+          const nn::SolveReport& forward;
+          const nn::SolveReport& backward;
+        } s{*model.solve_report(true), *model.solve_report(false)};
         fwd_it.push_back(s.forward.result.iterations);
         bwd_it.push_back(s.backward.result.iterations);
         if (auto r = s.forward.result.final_residual()) fwd_res.push_back(*r);
@@ -510,7 +576,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
     };
     json per_rank = nullptr;
-    if (model.parallel()) {
+    if (model.solve_report(true)) {
       const double batches = static_cast<double>(fwd_it.size());
       for (double& v : split_ms) v /= batches;
       const int layer_ranks = mpi::size(comm);  // this replica's ranks
@@ -573,7 +639,11 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       // One checkpoint, written by the first replica (the replicas hold the same parameters);
       // it loads at any (replicas, ranks per replica).
       if (replica == 0)
-        nn::save_checkpoint(c.checkpoint_dir, comm, model.module(), optimizer.get(), meta.dump());
+        mpi::collectively(comm, [&] {
+          if (model.replicated() && mpi::rank(comm) != 0) return;
+          nn::save_checkpoint(c.checkpoint_dir, model.checkpoint_comm(), model.module(),
+                              optimizer.get(), meta.dump());
+        });
       if (!c.serial && replicas > 1) mpi::check(MPI_Barrier(world), "MPI_Barrier (checkpoint)");
     }
   }
@@ -605,8 +675,10 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   const Normalization norm{meta.at("normalization").at("mean").get<double>(),
                            meta.at("normalization").at("std").get<double>()};
   const Dataset test = to_tensors(raw, norm);
-  Model model(make_network(m, test), comm, MPI_COMM_NULL, false, nn::LayerParallelOptions::exact());
-  nn::load_checkpoint(c.resume_dir, comm, model.module(), nullptr);
+  Model model(m, test, comm, MPI_COMM_NULL, false, nn::LayerParallelOptions::exact());
+  mpi::collectively(comm, [&] {
+    nn::load_checkpoint(c.resume_dir, model.checkpoint_comm(), model.module(), nullptr);
+  });
   const EvalOutcome ev = evaluate(model, test, c.batch, comm);
   if (root) {
     std::printf("weft eval: checkpoint %s (epoch %d), %lld test images, %d rank(s)\n",

@@ -14,7 +14,7 @@ namespace weft::cli {
 
 /// The network architecture; stored in checkpoints, so `--resume` and `weft eval` rebuild it.
 struct ModelConfig {
-  std::string kind = "resnet";  ///< resnet | stages
+  std::string kind = "resnet";  ///< resnet | stages | gru | lstm
   // resnet
   int channels = 4;
   std::int64_t steps = 8;
@@ -24,7 +24,11 @@ struct ModelConfig {
   std::vector<std::int64_t> stage_steps{2, 2, 2};
   bool batchnorm = true;
   double dropout = 0.0;
-  // both
+  // gru | lstm (weft::models::SequenceClassifier)
+  std::int64_t hidden = 64;
+  std::int64_t rnn_layers = 1;
+  std::string sequence = "rows";  ///< rows | pixels
+  // all
   double t_final = 1.0;  ///< T (per stage for stages)
   std::uint64_t seed = 1;
 };

@@ -121,6 +121,14 @@ double GradientSync::finish(std::vector<std::vector<Tensor>>& grads) {
 }
 
 void GradientSync::average_now(const std::vector<Tensor>& tensors) {
+  reduce_now(tensors, replicas_);
+}
+
+void GradientSync::sum_now(const std::vector<Tensor>& tensors) {
+  reduce_now(tensors, 1);
+}
+
+void GradientSync::reduce_now(const std::vector<Tensor>& tensors, int divisor) {
   if (!active_ || tensors.empty()) return;
   torch::NoGradGuard no_grad;
   std::vector<Tensor> parts;
@@ -129,7 +137,7 @@ void GradientSync::average_now(const std::vector<Tensor>& tensors) {
   mpi::check(MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr(), static_cast<int>(flat.numel()),
                            mpi_type(flat.scalar_type()), MPI_SUM, comm_),
              "MPI_Allreduce (gradients)");
-  flat.div_(replicas_);
+  if (divisor != 1) flat.div_(divisor);
   std::int64_t offset = 0;
   for (const Tensor& t : tensors) {
     const std::int64_t n = t.numel();

@@ -31,6 +31,9 @@ class GradientSync {
   /// One fused blocking all-reduce averaging these tensors in place (the open and close
   /// layers' gradients, at the end of backward).
   void average_now(const std::vector<torch::Tensor>& tensors);
+  /// The same, summing instead of averaging (gradients of replicated parameters whose work is
+  /// split over the ranks, e.g. the steps of a recurrent sequence).
+  void sum_now(const std::vector<torch::Tensor>& tensors);
 
  private:
   struct Bucket {
@@ -40,6 +43,7 @@ class GradientSync {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   void start(Bucket& b, std::vector<std::vector<torch::Tensor>>* grads);
+  void reduce_now(const std::vector<torch::Tensor>& tensors, int divisor);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool active_ = false;

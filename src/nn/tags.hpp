@@ -6,4 +6,5 @@ constexpr int kGhostLayers = 7001;
 constexpr int kGather = 7002;
 constexpr int kLoad = 7003;
 constexpr int kBoundaryState = 7302;
+constexpr int kRecurrentBoundary = 7303;
 }  // namespace weft::nn::detail::tags

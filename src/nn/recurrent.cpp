@@ -1,0 +1,281 @@
+// The recurrent module: parameters (torch's names and layout), input checks agreed by every
+// rank, and the autograd function around the forward and adjoint solves.
+#include "weft/nn/recurrent.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "recurrent_solve.hpp"
+#include "weft/mgrit/hierarchy.hpp"
+#include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace weft::nn {
+
+std::string to_string(CellKind kind) {
+  return kind == CellKind::GRU ? "gru" : "lstm";
+}
+
+void RecurrentOptions::validate() const {
+  auto positive = [](const char* name, std::int64_t v) {
+    if (v < 1)
+      throw InvalidOption("recurrent network", name,
+                          "= " + std::to_string(v) + " is invalid; need at least 1");
+  };
+  positive("input_size", input_size_);
+  positive("hidden_size", hidden_size_);
+  positive("num_layers", num_layers_);
+  solver_.validate();
+}
+
+std::int64_t RecurrentOptions::state_parts() const {
+  return cell_ == CellKind::LSTM ? 2 * num_layers_ : num_layers_;
+}
+
+namespace detail {
+
+using torch::Tensor;
+
+class RecurrentCore {
+ public:
+  RecurrentCore(MPI_Comm comm, RecurrentOptions opts)
+      : comm_(comm),
+        options(std::move(opts)),
+        solve(comm_.get(), StackedCell{options.cell(), options.num_layers()}, stats) {
+    solve.configure(options.solver());
+  }
+  MPI_Comm comm() const { return comm_.get(); }
+
+ private:
+  mpi::OwnedComm comm_;
+
+ public:
+  RecurrentOptions options;
+  RecurrentStatistics stats;
+  RecurrentSolve solve;
+  std::vector<Tensor> params;
+  std::int64_t generation = 0;
+  bool needs_backward = false;
+};
+
+RecurrentOptions validated(RecurrentOptions options) {
+  options.validate();
+  return options;
+}
+
+namespace {
+/// The state tuple from torch's [L, B, H] tensors (h0, and c0 for LSTM).
+TensorTuple tuple_of(CellKind kind, const Tensor& h, const Tensor& c) {
+  TensorTuple s;
+  for (std::int64_t k = 0; k < h.size(0); ++k) {
+    s.push_back(h[k]);
+    if (kind == CellKind::LSTM) s.push_back(c[k]);
+  }
+  return s;
+}
+}  // namespace
+
+/// Inputs: x [T, B, F], h0, c0 (a 0-element tensor for GRU), the parameters, the core.
+/// Outputs: the output sequence (a 0-element tensor unless asked), h_n, c_n (0 elements for
+/// GRU). Backward: the adjoint solve.
+struct RecurrentFunction : public torch::autograd::Function<RecurrentFunction> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                                at::TensorList params, RecurrentCore* core) {
+    RecurrentCore& c = *core;
+    const CellKind kind = c.options.cell();
+    ctx->saved_data["core"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(core));
+    ctx->saved_data["generation"] = c.generation;
+    ctx->saved_data["x_grad"] = x.requires_grad();
+    ctx->saved_data["params"] = static_cast<std::int64_t>(params.size());
+    RecurrentSolve::Forward f =
+        c.solve.forward(x, tuple_of(kind, h0, c0), params.vec(), c.options.output_sequence(),
+                        c.needs_backward, x.requires_grad());
+    const std::int64_t L = c.options.num_layers();
+    std::vector<Tensor> h, cs;
+    for (std::int64_t k = 0; k < L; ++k) {
+      const auto i = static_cast<size_t>(kind == CellKind::LSTM ? 2 * k : k);
+      h.push_back(f.final_state[i]);
+      if (kind == CellKind::LSTM) cs.push_back(f.final_state[i + 1]);
+    }
+    const Tensor none = torch::zeros({0}, x.options());
+    return {f.output.defined() ? f.output : none, torch::stack(h),
+            cs.empty() ? none : torch::stack(cs)};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto* core = reinterpret_cast<RecurrentCore*>(
+        static_cast<std::intptr_t>(ctx->saved_data["core"].toInt()));
+    RecurrentCore& c = *core;
+    const std::int64_t generation = ctx->saved_data["generation"].toInt();
+    if (generation != c.generation)
+      throw InvalidOption("recurrent network backward (" + mpi::where(c.comm()) +
+                          "): the graph is stale (forward pass " + std::to_string(generation) +
+                          ", now " + std::to_string(c.generation) +
+                          "): call backward once per forward, before the next forward");
+    const CellKind kind = c.options.cell();
+    const bool x_grad = ctx->saved_data["x_grad"].toBool();
+    const Tensor& d_output = grad_out.at(0);
+    const Tensor& d_h = grad_out.at(1);
+    const Tensor& d_c = grad_out.at(2);
+    RecurrentSolve::Backward b = c.solve.backward(
+        tuple_of(kind, d_h, d_c),
+        c.options.output_sequence() && d_output.numel() > 0 ? d_output : Tensor(), x_grad);
+    std::vector<Tensor> dh, dc;
+    for (std::int64_t k = 0; k < c.options.num_layers(); ++k) {
+      const auto i = static_cast<size_t>(kind == CellKind::LSTM ? 2 * k : k);
+      dh.push_back(b.initial_state[i]);
+      if (kind == CellKind::LSTM) dc.push_back(b.initial_state[i + 1]);
+    }
+    torch::autograd::variable_list result;
+    result.push_back(x_grad ? b.input : Tensor());
+    result.push_back(torch::stack(dh));
+    result.push_back(dc.empty() ? Tensor() : torch::stack(dc));
+    for (Tensor& g : b.params) result.push_back(std::move(g));
+    result.emplace_back();  // core
+    return result;
+  }
+};
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------------
+// RecurrentImpl
+
+RecurrentImpl::RecurrentImpl(MPI_Comm comm, RecurrentOptions options)
+    : core_(std::make_unique<detail::RecurrentCore>(comm, detail::validated(std::move(options)))) {
+  detail::RecurrentCore& c = *core_;
+  const RecurrentOptions& o = c.options;
+  const std::int64_t gates = o.cell() == CellKind::GRU ? 3 : 4;
+  const std::int64_t H = o.hidden_size();
+  const double bound = 1.0 / std::sqrt(static_cast<double>(H));
+  torch::NoGradGuard no_grad;
+  for (std::int64_t k = 0; k < o.num_layers(); ++k) {
+    const std::int64_t in = k == 0 ? o.input_size() : H;
+    const std::string l = "_l" + std::to_string(k);
+    for (auto& [name, shape] : std::vector<std::pair<std::string, std::vector<std::int64_t>>>{
+             {"weight_ih" + l, {gates * H, in}},
+             {"weight_hh" + l, {gates * H, H}},
+             {"bias_ih" + l, {gates * H}},
+             {"bias_hh" + l, {gates * H}}}) {
+      torch::Tensor p = torch::empty(shape, torch::kFloat32).uniform_(-bound, bound);
+      c.params.push_back(register_parameter(name, p));
+    }
+  }
+  // Replicated parameters: rank 0's values everywhere.
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& p : c.params) flat.push_back(p.reshape({-1}));
+  torch::Tensor all = torch::cat(flat).contiguous();
+  mpi::check(MPI_Bcast(all.data_ptr(), static_cast<int>(all.numel()), MPI_FLOAT, 0, c.comm()),
+             "MPI_Bcast (recurrent parameters)");
+  std::int64_t offset = 0;
+  for (torch::Tensor& p : c.params) {
+    p.copy_(all.slice(0, offset, offset + p.numel()).view(p.sizes()));
+    offset += p.numel();
+  }
+}
+
+RecurrentImpl::~RecurrentImpl() = default;
+
+RecurrentOutput RecurrentImpl::forward(const torch::Tensor& input, const torch::Tensor& h0,
+                                       const torch::Tensor& c0) {
+  detail::RecurrentCore& c = *core_;
+  const RecurrentOptions& o = c.options;
+  ++c.generation;
+  c.stats = RecurrentStatistics();
+  c.stats.batch = c.generation;
+  const std::int64_t L = o.num_layers(), H = o.hidden_size();
+  const bool lstm = o.cell() == CellKind::LSTM;
+  std::int64_t length = 0;
+  torch::Tensor h, cs;
+  mpi::collectively(c.comm(), [&] {
+    const std::string what = "recurrent network (" + mpi::where(c.comm()) + "): ";
+    if (!input.defined() || input.dim() != 3)
+      throw BadData(what + "the input must be a [steps, batch, features] tensor; got " +
+                    (input.defined() ? std::to_string(input.dim()) + " dimensions" : "none"));
+    if (!c10::isFloatingType(input.scalar_type()))
+      throw BadData(what + "the input is not a floating-point tensor");
+    if (input.size(2) != o.input_size())
+      throw BadData(
+          what + "the input has " + std::to_string(input.size(2)) +
+          " features per step; the network expects input_size = " + std::to_string(o.input_size()));
+    if (input.size(1) < 1) throw BadData(what + "the input batch is empty");
+    const std::vector<std::int64_t> state_shape{L, input.size(1), H};
+    auto initial = [&](const torch::Tensor& t, const char* name) {
+      if (!t.defined()) return torch::zeros(state_shape, input.options());
+      if (t.sizes() != torch::IntArrayRef(state_shape))
+        throw BadData(what + name + " has shape " + c10::str(t.sizes()) + "; expected " +
+                      c10::str(torch::IntArrayRef(state_shape)) + " [layers, batch, hidden]");
+      return t.to(input.options());
+    };
+    h = initial(h0, "h0");
+    cs = lstm ? initial(c0, "c0") : torch::zeros({0}, input.options());
+    if (!torch::isfinite(input).all().item<bool>())
+      throw BadData(what + "the input sequence contains NaN or Inf (batch " +
+                    std::to_string(c.generation) + ")");
+    length = input.size(0);
+  });
+  // Every rank must hold the same sequence shape.
+  std::int64_t mine[2] = {length, input.size(1)}, low[2] = {0, 0}, high[2] = {0, 0};
+  mpi::check(MPI_Allreduce(mine, low, 2, MPI_INT64_T, MPI_MIN, c.comm()), "MPI_Allreduce");
+  mpi::check(MPI_Allreduce(mine, high, 2, MPI_INT64_T, MPI_MAX, c.comm()), "MPI_Allreduce");
+  if (low[0] != high[0] || low[1] != high[1])
+    throw BadData("recurrent network (" + mpi::where(c.comm()) +
+                  "): the ranks hold inputs of different shapes (steps " + std::to_string(low[0]) +
+                  ".." + std::to_string(high[0]) + ", batch " + std::to_string(low[1]) + ".." +
+                  std::to_string(high[1]) + "); every rank must pass the same sequence");
+  mpi::collectively(c.comm(), [&] { c.solve.prepare(length); });
+
+  bool any_grad = input.requires_grad() || h.requires_grad() || cs.requires_grad();
+  for (const auto& p : c.params) any_grad = any_grad || p.requires_grad();
+  c.needs_backward = torch::GradMode::is_enabled() && any_grad;
+  // The parameters in the input's dtype (double tests, float training) keep their graph.
+  std::vector<torch::Tensor> params;
+  for (const auto& p : c.params) params.push_back(p.to(input.scalar_type()));
+  auto out = detail::RecurrentFunction::apply(input, h, cs, at::TensorList(params), &c);
+  RecurrentOutput result;
+  result.output = out[0];
+  result.h_n = out[1];
+  result.c_n = out[2];
+  return result;
+}
+
+void RecurrentImpl::set_solver(const LayerParallelOptions& solver) {
+  detail::RecurrentCore& c = *core_;
+  solver.validate();
+  c.options.solver(solver);
+  c.solve.configure(solver);
+}
+
+const RecurrentOptions& RecurrentImpl::options() const {
+  return core_->options;
+}
+
+const RecurrentStatistics& RecurrentImpl::statistics() const {
+  return core_->stats;
+}
+
+std::pair<std::int64_t, std::int64_t> RecurrentImpl::local_steps(std::int64_t length) const {
+  const int r = rank(), p = ranks();
+  auto point = [&](int q) { return mgrit::Distribution::block_begin(length + 1, p, q); };
+  const std::int64_t first = r == 0 ? 0 : point(r) - 1;
+  const std::int64_t end = r == p - 1 ? length : point(r + 1) - 1;
+  return {first, end};
+}
+
+MPI_Comm RecurrentImpl::comm() const {
+  return core_->comm();
+}
+int RecurrentImpl::rank() const {
+  return mpi::rank(core_->comm());
+}
+int RecurrentImpl::ranks() const {
+  return mpi::size(core_->comm());
+}
+
+}  // namespace weft::nn
