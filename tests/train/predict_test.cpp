@@ -64,6 +64,8 @@ TEST(Predict, MoreRanksThanLayersIsOneLineAndExitTwo) {
   expect_one_line(weft(2, kTiny + "--ranks 2,16", dir), 2, "--ranks");
   expect_one_line(weft(0, kTiny + "--epochs 3", dir), 2, "--epochs");
   expect_one_line(weft(0, kTiny + "--bandwidth-gbs 0", dir), 2, "--bandwidth-gbs");
+  const std::string data = tiny_dataset(dir / "data", 12, 12).string();
+  expect_one_line(weft(0, "predict --model gru --data " + data, dir), 2, "--model");
 }
 
 }  // namespace
