@@ -109,6 +109,7 @@ struct Config {
   std::vector<RankSplit> splits;
   std::function<const weft::nn::BatchStatistics*()> stats;  // weft configurations only
   std::vector<double> fwd_solve, bwd_solve;                 // this rank's solve seconds
+  bool full_batch = true;  // the work bound's layer costs are measured at the full batch
 };
 
 // Seconds per layer evaluation of each kind, per chain layer (medians over the rounds).
@@ -361,6 +362,7 @@ int main(int argc, char** argv) {
     };
     configs.back().work = [model] { return steps_per_level(model); };
     configs.back().stats = [model]() { return &model->statistics(); };
+    configs.back().full_batch = names[m].rfind("weft 2 replicas", 0) != 0;
     configs.back().split = [model]() -> RankSplit {
       const auto& s = model->statistics();
       auto part = [](const weft::nn::SolveReport& r, size_t k) {
@@ -467,7 +469,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   for (auto& c : configs) {
-    if (!c.stats) continue;
+    if (!c.stats || !c.full_batch) continue;
     std::string text;
     if (c.stats() == nullptr) continue;
     for (const weft::nn::SolveReport* r : {&c.stats()->forward, &c.stats()->backward}) {

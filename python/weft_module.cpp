@@ -33,6 +33,7 @@
 
 #include "bindings.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/nn/recurrent.hpp"
 #include "weft/util/error.hpp"
 
 namespace py = pybind11;
@@ -308,8 +309,8 @@ class PyLayerParallel {
         if (!t[3].is_none()) {
           auto transition = hold(py::reinterpret_borrow<py::object>(t[3]));
           st.transition = [transition, failures](std::int64_t n) {
-            return build([&] { return (*transition)(n); },
-                         "transition layer " + std::to_string(n), failures);
+            return build([&] { return (*transition)(n); }, "transition layer " + std::to_string(n),
+                         failures);
           };
         }
         net.stages.push_back(st);
@@ -492,6 +493,60 @@ std::vector<std::pair<std::string, Tensor>> items(
   return out;
 }
 
+/// weft::nn::Recurrent for weft.Recurrent. The module agrees on every input error across the
+/// ranks itself (every rank throws the same weft error), so calls run without the GIL and
+/// errors translate directly.
+class PyRecurrent {
+ public:
+  PyRecurrent(const py::object& comm, const std::string& cell, std::int64_t input_size,
+              std::int64_t hidden_size, std::int64_t num_layers, bool output_sequence,
+              const nn::LayerParallelOptions& solver) {
+    if (cell != "gru" && cell != "lstm")
+      throw InvalidOption("weft.Recurrent", "cell",
+                          "'" + cell + "' is invalid; accepted: gru, lstm");
+    const MPI_Comm parent = communicator_of(comm);
+    nn::RecurrentOptions options(cell == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM, input_size,
+                                 hidden_size);
+    options.num_layers(num_layers).output_sequence(output_sequence).solver(solver);
+    py::gil_scoped_release nogil;
+    model_ = nn::Recurrent(parent, options);
+  }
+
+  /// (output or None, h_n, c_n or None), the same on every rank.
+  py::tuple forward(const Tensor& input, const py::object& h0, const py::object& c0) {
+    auto optional = [](const py::object& t) {
+      return t.is_none() ? Tensor() : THPVariable_Unpack(t.ptr());
+    };
+    const Tensor h = optional(h0), c = optional(c0);
+    nn::RecurrentOutput out;
+    {
+      py::gil_scoped_release nogil;
+      out = model_->forward(input, h, c);
+    }
+    auto none_if_empty = [](const Tensor& t) -> py::object {
+      return t.defined() && t.numel() > 0 ? py::cast(t) : py::object(py::none());
+    };
+    return py::make_tuple(none_if_empty(out.output), out.h_n, none_if_empty(out.c_n));
+  }
+
+  void set_solver(const nn::LayerParallelOptions& solver) {
+    py::gil_scoped_release nogil;
+    model_->set_solver(solver);
+  }
+
+  void to(const py::object& dtype) {
+    if (!THPDtype_Check(dtype.ptr())) throw py::type_error("to(): expected a torch.dtype");
+    const auto type = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+    py::gil_scoped_release nogil;
+    model_->to(type);
+  }
+
+  nn::Recurrent& model() { return model_; }
+
+ private:
+  nn::Recurrent model_{nullptr};
+};
+
 }  // namespace
 }  // namespace weft::python
 
@@ -534,8 +589,7 @@ PYBIND11_MODULE(_weft, m) {
   py::class_<PyLayerParallel>(m, "LayerParallelCore",
                               "weft::nn::LayerParallel; use weft.LayerParallel")
       .def(py::init<const py::object&, std::int64_t, double, py::object, py::object, py::object,
-                    const weft::nn::LayerParallelOptions&, const py::object&,
-                    const py::object&>(),
+                    const weft::nn::LayerParallelOptions&, const py::object&, const py::object&>(),
            py::arg("comm"), py::arg("steps"), py::arg("t_final"), py::arg("step"), py::arg("open"),
            py::arg("close"), py::arg("options"), py::arg("stages") = py::none(),
            py::arg("data_comm") = py::none())
@@ -565,4 +619,18 @@ PYBIND11_MODULE(_weft, m) {
       .def_property_readonly("end_layer", [](PyLayerParallel& s) { return s.model()->end_layer(); })
       .def_property_readonly("ghost_layers",
                              [](PyLayerParallel& s) { return s.model()->ghost_layers(); });
+
+  py::class_<PyRecurrent>(m, "RecurrentCore", "weft::nn::Recurrent; use weft.Recurrent")
+      .def(py::init<const py::object&, const std::string&, std::int64_t, std::int64_t, std::int64_t,
+                    bool, const weft::nn::LayerParallelOptions&>(),
+           py::arg("comm"), py::arg("cell"), py::arg("input_size"), py::arg("hidden_size"),
+           py::arg("num_layers"), py::arg("output_sequence"), py::arg("options"))
+      .def("forward", &PyRecurrent::forward, py::arg("input"), py::arg("h0") = py::none(),
+           py::arg("c0") = py::none())
+      .def("set_options", &PyRecurrent::set_solver)
+      .def("options", [](PyRecurrent& s) { return s.model()->options().solver(); })
+      .def("named_parameters", [](PyRecurrent& s) { return items(s.model()->named_parameters()); })
+      .def("to", &PyRecurrent::to)
+      .def_property_readonly("rank", [](PyRecurrent& s) { return s.model()->rank(); })
+      .def_property_readonly("ranks", [](PyRecurrent& s) { return s.model()->ranks(); });
 }

@@ -35,11 +35,12 @@ from ._weft import (  # noqa: F401
     MgritOptions,
     MpiError,
     Options,
+    RecurrentCore,
     StepError,
 )
 
 __all__ = [
-    "LayerParallel", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
+    "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
     "BadData", "Divergence", "MpiError", "StepError",
 ]
 
@@ -252,3 +253,55 @@ class LayerParallel(torch.nn.Module):
     def extra_repr(self):
         return (f"steps={self.steps}, step_size={self.step_size:g}, rank={self.rank}/"
                 f"{self.ranks}, layers=[{self.first_layer}, {self.end_layer})")
+
+
+class Recurrent(torch.nn.Module):
+    """A stacked GRU or LSTM (`cell` 'gru' or 'lstm') whose sequence steps are MGRIT time points
+    over the ranks of `comm` (weft::nn::Recurrent, docs/training.md §7).
+
+    Parameters have torch.nn.GRU/LSTM's names and layout and are replicated on every rank
+    (created on rank 0, broadcast); each rank computes its chunk of the steps and gradients are
+    summed over the ranks. forward(input [T, B, input_size], h0=None, c0=None) is collective and
+    returns (output [T, B, H] or None, h_n [L, B, H], c_n [L, B, H] or None) on every rank;
+    gradients reach input, h0, c0 and the parameters through autograd."""
+
+    def __init__(self, comm, cell, input_size, hidden_size, num_layers=1, output_sequence=False,
+                 options=None):
+        super().__init__()
+        if options is None:
+            options = Options.exact()
+        elif not isinstance(options, Options):
+            raise TypeError(f"weft.Recurrent: options must be weft.Options, not a "
+                            f"{type(options).__name__}")
+        self._core = RecurrentCore(comm, str(cell), int(input_size), int(hidden_size),
+                                   int(num_layers), bool(output_sequence), options)
+
+    def forward(self, input, h0=None, c0=None):
+        return self._core.forward(input, h0, c0)
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        for name, tensor in self._core.named_parameters():
+            yield (prefix + "." + name if prefix else name), tensor
+
+    def parameters(self, recurse=True):
+        for _, tensor in self.named_parameters():
+            yield tensor
+
+    def to(self, dtype):
+        """Converts the parameters to `dtype` (CPU only)."""
+        self._core.to(dtype)
+        return self
+
+    def double(self):
+        return self.to(torch.float64)
+
+    def float(self):
+        return self.to(torch.float32)
+
+    def set_options(self, options):
+        """Collective: new solver options."""
+        self._core.set_options(options)
+
+    @property
+    def options(self):
+        return self._core.options()
