@@ -9,6 +9,7 @@
 
 #include "cli_runner.hpp"
 #include "tiny_data.hpp"
+#include "train_runner.hpp"
 
 namespace {
 
@@ -18,16 +19,10 @@ using weft::cli_test::Outcome;
 using weft::cli_test::slurp;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
+using weft::train_test::expect_one_line;
 using weft::train_test::tiny_dataset;
 
 const std::string kTiny = "predict --threads 1 --steps 4 --channels 2 --batch 4 --repeats 1 ";
-
-void expect_one_line(const Outcome& r, int code, const std::string& mentions) {
-  EXPECT_EQ(r.code, code) << r.out << r.err;
-  EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
-  EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << r.err;
-}
 
 TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
   const fs::path dir = work_dir();

@@ -19,19 +19,11 @@ using weft::cli_test::Outcome;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
 using weft::train_test::expect_relative;
-using weft::train_test::have_fashion_mnist;
-using weft::train_test::kFashionMnist;
 using weft::train_test::train;
 
 const std::string kSmall = "--hidden 8 --train-size 200 --test-size 100 --batch 40 ";
 
-class RecurrentTrain : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_fashion_mnist())
-      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kFashionMnist;
-  }
-};
+class RecurrentTrain : public weft::train_test::FashionMnistTest {};
 
 TEST_F(RecurrentTrain, GruOverThreeRanksTrainsLikeOneRank) {
   const fs::path dir = work_dir();

@@ -13,6 +13,7 @@
 
 #include "cli_runner.hpp"
 #include "tiny_data.hpp"
+#include "train_runner.hpp"
 
 namespace {
 
@@ -22,27 +23,12 @@ using weft::cli_test::Outcome;
 using weft::cli_test::slurp;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
+using weft::train_test::expect_one_line;
 using weft::train_test::idx_header;
 using weft::train_test::tiny_dataset;
 using weft::train_test::write_file;
 
 const std::string kQuick = "train --no-progress --threads 1 --steps 4 --channels 2 ";
-
-// One line on stderr naming `mentions`, the exit code, and none of Open MPI's abort banner.
-void expect_one_line(const Outcome& r, int code, const std::string& mentions) {
-  EXPECT_EQ(r.code, code) << r.out << r.err;
-  EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
-  EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << r.err;
-}
-
-std::vector<json> read_lines(const fs::path& path) {
-  std::vector<json> out;
-  std::istringstream in(slurp(path));
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
 
 // --- 1. crash-safe checkpoints --------------------------------------------------------------
 
@@ -58,7 +44,7 @@ TEST(Checkpoint, AFailedSaveLeavesThePreviousCheckpointLoadable) {
   fs::create_directories(fs::path(ck) / "manifest.json.tmp");
   const Outcome failed = weft(2, args + " --epochs 2 --resume " + ck, dir);
   expect_one_line(failed, 1, "unchanged");
-  const auto epochs = read_lines(metrics);
+  const auto epochs = weft::train_test::read_metrics(metrics);
   ASSERT_EQ(epochs.size(), 2u);
   const fs::path out = dir / "eval.json";
   const Outcome ev = weft(

@@ -27,17 +27,9 @@ const std::string kSmall =
     "--batch 20 ";
 
 using weft::train_test::expect_relative;
-using weft::train_test::have_fashion_mnist;
-using weft::train_test::kFashionMnist;
 using weft::train_test::train;
 
-class StagesTrain : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_fashion_mnist())
-      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kFashionMnist;
-  }
-};
+class StagesTrain : public weft::train_test::FashionMnistTest {};
 
 TEST_F(StagesTrain, ExactModeWithBatchNormAndDropoutEqualsSerialLibTorch) {
   const fs::path dir = work_dir();

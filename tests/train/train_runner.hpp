@@ -21,6 +21,23 @@ inline bool have_fashion_mnist() {
                                  "train-images-idx3-ubyte.gz");
 }
 
+/// Tests that train on the installed Fashion-MNIST: skipped where it is not installed.
+class FashionMnistTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_fashion_mnist())
+      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kFashionMnist;
+  }
+};
+
+/// One line on stderr naming `mentions`, the exit code, and none of Open MPI's abort banner.
+inline void expect_one_line(const cli_test::Outcome& r, int code, const std::string& mentions) {
+  EXPECT_EQ(r.code, code) << r.out << r.err;
+  EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << r.err;
+}
+
 inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& path) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);

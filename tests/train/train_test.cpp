@@ -28,18 +28,10 @@ using weft::train_test::tiny_dataset;
 using weft::train_test::write_file;
 
 using weft::train_test::expect_relative;
-using weft::train_test::have_fashion_mnist;
-using weft::train_test::kFashionMnist;
 using weft::train_test::read_metrics;
 using weft::train_test::train;
 
-class Train : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_fashion_mnist())
-      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kFashionMnist;
-  }
-};
+class Train : public weft::train_test::FashionMnistTest {};
 
 TEST_F(Train, OneEpochOnASubsetLearns) {
   const fs::path dir = work_dir();
