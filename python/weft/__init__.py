@@ -104,7 +104,39 @@ class SequentialNetwork(torch.nn.Module):
                    open() if open is not None else None, close() if close is not None else None)
 
 
-class LayerParallel(torch.nn.Module):
+class _CoreModule(torch.nn.Module):
+    """What weft.LayerParallel and weft.Recurrent share: a C++ core (`self._core`) that holds
+    the parameters (the same tensors the C++ side updates), converts dtypes and takes options."""
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        for name, tensor in self._core.named_parameters():
+            yield (prefix + "." + name if prefix else name), tensor
+
+    def parameters(self, recurse=True):
+        for _, tensor in self.named_parameters():
+            yield tensor
+
+    def to(self, dtype):
+        """Collective: converts the module (ghost copies included) to `dtype` (CPU only)."""
+        self._core.to(dtype)
+        return self
+
+    def double(self):
+        return self.to(torch.float64)
+
+    def float(self):
+        return self.to(torch.float32)
+
+    def set_options(self, options):
+        """Collective: new solver options."""
+        self._core.set_options(options)
+
+    @property
+    def options(self):
+        return self._core.options()
+
+
+class LayerParallel(_CoreModule):
     """A residual network whose `steps` step layers are spread over the ranks of `comm`.
 
     x_0 = open(input) on rank 0; x_{n+1} = x_n + h step_n(x_n) with h = t_final / steps; the
@@ -166,14 +198,6 @@ class LayerParallel(torch.nn.Module):
         return self._core.broadcast_from_output(float(value))
 
     # --- parameters: this rank's layers, the same tensors the C++ side updates ------------------
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-        for name, tensor in self._core.named_parameters():
-            yield (prefix + "." + name if prefix else name), tensor
-
-    def parameters(self, recurse=True):
-        for _, tensor in self.named_parameters():
-            yield tensor
-
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
         for name, tensor in self._core.named_buffers():
             yield (prefix + "." + name if prefix else name), tensor
@@ -207,26 +231,7 @@ class LayerParallel(torch.nn.Module):
         self._core.train(bool(mode))
         return self
 
-    def to(self, dtype):
-        """Collective: converts every layer (and the ghost copies) to `dtype` (CPU only)."""
-        self._core.to(dtype)
-        return self
-
-    def double(self):
-        return self.to(torch.float64)
-
-    def float(self):
-        return self.to(torch.float32)
-
     # --- options, statistics, the whole network ---------------------------------------------
-    def set_options(self, options):
-        """Collective: new solver options."""
-        self._core.set_options(options)
-
-    @property
-    def options(self):
-        return self._core.options()
-
     def statistics(self):
         """The last batch on this rank: iterations, residuals, step counts, times (a dict)."""
         return self._core.statistics()
@@ -255,7 +260,7 @@ class LayerParallel(torch.nn.Module):
                 f"{self.ranks}, layers=[{self.first_layer}, {self.end_layer})")
 
 
-class Recurrent(torch.nn.Module):
+class Recurrent(_CoreModule):
     """A stacked GRU or LSTM (`cell` 'gru' or 'lstm') whose sequence steps are MGRIT time points
     over the ranks of `comm` (weft::nn::Recurrent, docs/training.md §7).
 
@@ -278,30 +283,3 @@ class Recurrent(torch.nn.Module):
 
     def forward(self, input, h0=None, c0=None):
         return self._core.forward(input, h0, c0)
-
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-        for name, tensor in self._core.named_parameters():
-            yield (prefix + "." + name if prefix else name), tensor
-
-    def parameters(self, recurse=True):
-        for _, tensor in self.named_parameters():
-            yield tensor
-
-    def to(self, dtype):
-        """Converts the parameters to `dtype` (CPU only)."""
-        self._core.to(dtype)
-        return self
-
-    def double(self):
-        return self.to(torch.float64)
-
-    def float(self):
-        return self.to(torch.float32)
-
-    def set_options(self, options):
-        """Collective: new solver options."""
-        self._core.set_options(options)
-
-    @property
-    def options(self):
-        return self._core.options()
