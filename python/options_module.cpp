@@ -191,6 +191,9 @@ void bind_options(py::module_& m) {
       .def("check_input", py::overload_cast<>(&LP::check_input, py::const_))
       .def(
           "check_input", [](LPSelf o, bool on) -> LPSelf { return o.check_input(on); }, self)
+      .def("seed", py::overload_cast<>(&LP::seed, py::const_))
+      .def(
+          "seed", [](LPSelf o, std::uint64_t value) -> LPSelf { return o.seed(value); }, self)
       .def("validate", &LP::validate)
       .def("__copy__", [](const LP& o) { return LP(o); })
       .def("__str__", [](const LP& o) { return nn::to_string(o); })

@@ -1,5 +1,7 @@
-// The extension weft._weft: weft::nn::LayerParallel for Python (python/weft/__init__.py wraps
-// it in a torch.nn.Module).
+// The extension weft._weft: weft::nn::LayerParallel and weft::nn::Recurrent for Python
+// (python/weft/__init__.py wraps them in torch.nn.Modules). One file past ~600 lines on purpose:
+// it is the extension's only LibTorch/pybind11 translation unit (~35 s of compile each); the
+// LibTorch-free options and statistics bindings are in options_module.cpp.
 //
 // Step, open and close layers come from Python factories as TorchScript modules (run through
 // their torch::jit::Module, without the GIL) or as plain torch.nn.Modules (called under the

@@ -1,5 +1,8 @@
 // `weft train` and `weft eval`: data, model, the training loop, metrics, checkpoints.
-// The only file of the CLI that includes LibTorch.
+// The only file of the CLI that includes LibTorch, which is why it runs past ~600 lines: each
+// LibTorch translation unit costs ~35 s of compile time here, so the LibTorch-free parts live
+// in model_config, train_report, preflight and the command files, and what needs tensors stays
+// in this one file.
 #include "training.hpp"
 
 #include "model_config.hpp"

@@ -169,3 +169,56 @@ def test_batch_norm_steps_in_multilevel_mode_train_like_sequential_pytorch(comm,
     ref.update(dict(seq.named_buffers()))
     for name, t in list(model.named_parameters()) + list(model.named_buffers()):
         assert torch.allclose(t.to(ref[name].dtype), ref[name], rtol=0, atol=1e-10), name
+
+
+class DropStep(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.linear = torch.nn.Linear(width, width)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return torch.tanh(self.drop(self.linear(x)))
+
+
+@pytest.mark.parametrize("script", [True, False], ids=["torchscript", "python"])
+def test_dropout_steps_use_one_mask_per_layer_and_batch_on_every_level(comm, script):
+    """Every evaluation of a layer within a batch draws the same mask (layer streams): converged
+    3-level MGRIT then equals exact mode (1e-10); with different masks it would not converge to
+    it. The masks are really applied: eval mode gives another output."""
+    steps = 6
+
+    def step(n):
+        module = seeded(400 + n, lambda: DropStep(WIDTHS[0]).double())
+        return torch.jit.script(module) if script else module
+
+    def close():
+        return seeded(2, lambda: torch.nn.Linear(WIDTHS[0], 3).double())
+
+    mg = weft.MgritOptions().max_levels(3).cfactor(2).nrelax(1).max_iterations(40).abs_tol(1e-13)
+    x, y = batch(8, seed=21)
+    results = []
+    for options in (weft.Options.exact(), weft.Options().forward(mg).backward(mg)):
+        model = weft.LayerParallel(comm, steps, 1.0, step, open=open_layer, close=close,
+                                   options=options)
+        out = model(x if model.owns_input else None)
+        model.loss(out, lambda logits: F.cross_entropy(logits, y)).backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+        model.train(False)
+        with torch.no_grad():
+            evaluated = model(x if model.owns_input else None)
+        results.append((out.detach(), grads, evaluated))
+    (exact_out, exact_grads, eval_out), (ml_out, ml_grads, _) = results
+    assert torch.allclose(ml_out, exact_out, rtol=0, atol=1e-10)
+    for name, g in exact_grads.items():
+        assert torch.allclose(ml_grads[name], g, rtol=0, atol=1e-10), name
+    if comm.rank == comm.size - 1:
+        assert not torch.allclose(eval_out, exact_out, rtol=0, atol=1e-6)
+    # Another seed draws other masks.
+    options = weft.Options.exact().seed(7)
+    assert options.seed() == 7
+    other = weft.LayerParallel(comm, steps, 1.0, step, open=open_layer, close=close,
+                               options=options)
+    out = other(x if other.owns_input else None)
+    if comm.rank == comm.size - 1:
+        assert not torch.allclose(out.detach(), exact_out, rtol=0, atol=1e-6)
