@@ -16,11 +16,13 @@
 // cached graphs. A third data-parallel reference runs weft exact mode with half the batch on
 // every rank at once, without communication: two processes sharing the machine, which is what
 // the replicas pay besides their all-reduces.
-// Work bound: the cost of each layer evaluation kind (x + h F(x) without graph, with graph,
-// vector-Jacobian product for the state, and for state and parameters) is measured per layer
-// on the sequential network, interleaved with the rounds; each weft configuration's solve time
-// per direction is compared with the sum over its levels of its layer evaluations (counted by
-// the solver's reports) times those costs.
+// Work bound: the cost of each evaluation kind is measured in isolation on the sequential
+// network, interleaved with the rounds: on the fine level per layer (x + h F(x) without graph,
+// with graph, vector-Jacobian product for the state, and for state and parameters), on coarse
+// levels per coarse step as the solver composes it (forward without graph; adjoint: record the
+// composition, then its vector-Jacobian product). Each weft configuration's solve time per
+// direction is compared with the sum over its levels of its evaluations (counted by the
+// solver's reports) times those costs.
 // Run at 1 and 2 ranks: bench/run_train_bench.sh.
 #include <mpi.h>
 #include <torch/torch.h>
@@ -30,6 +32,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -112,6 +115,8 @@ struct Config {
   bool full_batch = true;  // the work bound's layer costs are measured at the full batch
 };
 
+constexpr std::int64_t kCfactor = 4;  // of the MGRIT configuration
+
 // Seconds per layer evaluation of each kind, per chain layer (medians over the rounds).
 struct LayerCosts {
   std::vector<std::vector<double>> plain, recorded, vjp, vjp_params;  // [layer][sample]
@@ -120,19 +125,23 @@ struct LayerCosts {
   }
 };
 
+// Each chain layer's input in a forward of `x`.
+std::vector<torch::Tensor> layer_inputs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x) {
+  std::vector<torch::Tensor> inputs;
+  torch::NoGradGuard no_grad;
+  torch::Tensor z = seq->open().is_empty() ? x : seq->open().forward(x);
+  for (std::int64_t n = 0; n < seq->steps(); ++n) {
+    inputs.push_back(z);
+    const torch::Tensor y = seq->step(n).forward(z);
+    z = seq->is_transition(n) ? y : torch::add(z, y, seq->step_size(n));
+  }
+  return inputs;
+}
+
 // One sample of every kind for every layer, at the layer's input from a forward of `x`.
 void measure_layer_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x,
                          LayerCosts& costs) {
-  std::vector<torch::Tensor> inputs;
-  {
-    torch::NoGradGuard no_grad;
-    torch::Tensor z = seq->open().is_empty() ? x : seq->open().forward(x);
-    for (std::int64_t n = 0; n < seq->steps(); ++n) {
-      inputs.push_back(z);
-      const torch::Tensor y = seq->step(n).forward(z);
-      z = seq->is_transition(n) ? y : torch::add(z, y, seq->step_size(n));
-    }
-  }
+  const std::vector<torch::Tensor> inputs = layer_inputs(seq, x);
   costs.resize(static_cast<size_t>(seq->steps()));
   for (std::int64_t n = 0; n < seq->steps(); ++n) {
     const auto k = static_cast<size_t>(n);
@@ -165,6 +174,63 @@ void measure_layer_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& 
       (with_params ? costs.vjp_params : costs.vjp)[k].push_back(now() - t0);
     }
   }
+}
+
+// A coarse step from point a to b as the solver evaluates it: each run of residual steps of one
+// stage as ONE step of its first layer with the run's summed step size (injected weights), each
+// transition as itself. Costs per coarse step (a, b), [sample]: forward without a graph, and the
+// adjoint's build (record the composition's graph, then the vector-Jacobian product). These are
+// the "cost per evaluation" of the coarse levels; summing isolated layer costs would leave out
+// what a composition costs beyond its layers.
+struct CoarseCosts {
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<double>> plain, build;
+};
+
+torch::Tensor coarse_step(weft::nn::SequentialNetwork& seq, std::int64_t a, std::int64_t b,
+                          torch::Tensor z) {
+  for (std::int64_t n = a; n < b;) {
+    if (seq->is_transition(n)) {
+      z = seq->step(n).forward(z);
+      ++n;
+      continue;
+    }
+    std::int64_t end = n;
+    while (end < b && !seq->is_transition(end)) ++end;
+    z = torch::add(z, seq->step(n).forward(z), seq->step_size(n) * static_cast<double>(end - n));
+    n = end;
+  }
+  return z;
+}
+
+// The coarse intervals of a level whose points are the multiples of `span` (and N).
+std::vector<std::pair<std::int64_t, std::int64_t>> coarse_intervals(std::int64_t layers,
+                                                                    std::int64_t span) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t a = 0; a < layers; a += span) out.emplace_back(a, std::min(a + span, layers));
+  return out;
+}
+
+void measure_coarse_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x,
+                          const std::vector<std::int64_t>& spans, CoarseCosts& costs) {
+  const std::vector<torch::Tensor> inputs = layer_inputs(seq, x);
+  for (std::int64_t span : spans)
+    for (const auto& [a, b] : coarse_intervals(seq->steps(), span)) {
+      const torch::Tensor& xa = inputs[static_cast<size_t>(a)];
+      double t0 = now();
+      {
+        torch::NoGradGuard no_grad;
+        const torch::Tensor out = coarse_step(seq, a, b, xa);
+      }
+      costs.plain[{a, b}].push_back(now() - t0);
+      t0 = now();
+      const torch::Tensor leaf = xa.detach().requires_grad_(true);
+      const torch::Tensor z = coarse_step(seq, a, b, leaf);
+      const double recorded = now() - t0;
+      const torch::Tensor lambda = torch::randn_like(z);
+      t0 = now();
+      const auto grads = torch::autograd::grad({z}, {leaf}, {lambda});
+      costs.build[{a, b}].push_back(recorded + now() - t0);
+    }
 }
 
 std::string fmt_level(size_t level, double seconds) {
@@ -260,7 +326,7 @@ int main(int argc, char** argv) {
 
   weft::mgrit::Options fwd, bwd;
   for (auto* o : {&fwd, &bwd}) {
-    o->max_levels(3).cfactor(4).nrelax(1).nrelax(0, 0).abs_tol(0);
+    o->max_levels(3).cfactor(kCfactor).nrelax(1).nrelax(0, 0).abs_tol(0);
     o->initial_phase(weft::mgrit::InitialPhase::Skip);
   }
   fwd.max_iterations(2);
@@ -393,9 +459,14 @@ int main(int argc, char** argv) {
   // seconds) then hits all configurations alike. After each round rank 0 samples the layer
   // costs (the other ranks sleep in the next round's first reduction).
   LayerCosts costs;
+  CoarseCosts coarse_costs;
+  const std::vector<std::int64_t> spans{kCfactor, kCfactor * kCfactor};  // levels 1 and 2
   for (int round = 0; round < warmup + rounds; ++round) {
     if (rank == 0 && round >= warmup)
-      for (int sample = 0; sample < 3; ++sample) measure_layer_costs(seq, data.images[0], costs);
+      for (int sample = 0; sample < 3; ++sample) {
+        measure_layer_costs(seq, data.images[0], costs);
+        measure_coarse_costs(seq, data.images[0], spans, coarse_costs);
+      }
     for (int i = 0; i < batches; ++i)
       for (auto& c : configs) {
         const Times t =
@@ -460,12 +531,43 @@ int main(int argc, char** argv) {
       cost[3 * layers + k] = median(costs.vjp_params[k]);
     }
   MPI_Bcast(cost.data(), static_cast<int>(cost.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  // Coarse levels: each coarse step (a, b) at its own measured cost, [level - 1][interval].
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> intervals;
+  std::vector<double> coarse_cost;  // plain, build per interval, level by level
+  for (std::int64_t span : spans) {
+    intervals.push_back(coarse_intervals(net.layers(), span));
+    for (const auto& ab : intervals.back()) {
+      coarse_cost.push_back(rank == 0 ? median(coarse_costs.plain[ab]) : 0.0);
+      coarse_cost.push_back(rank == 0 ? median(coarse_costs.build[ab]) : 0.0);
+    }
+  }
+  MPI_Bcast(coarse_cost.data(), static_cast<int>(coarse_cost.size()), MPI_DOUBLE, 0,
+            MPI_COMM_WORLD);
+  // The work bound of one level of a solve on this rank [s].
+  const auto level_bound = [&](size_t level, const std::vector<weft::nn::LayerEvaluations>& ev) {
+    if (level == 0 || level > intervals.size()) return work_bound(ev, cost);
+    size_t at = 0;
+    for (size_t l = 1; l < level; ++l) at += 2 * intervals[l - 1].size();
+    double bound = 0;
+    for (const auto& [a, b] : intervals[level - 1]) {
+      const auto& first = ev[static_cast<size_t>(a)];  // a coarse step counts at its first layer
+      bound += static_cast<double>(first.plain) * coarse_cost[at] +
+               static_cast<double>(first.vjp + first.vjp_params) * coarse_cost[at + 1];
+      at += 2;
+    }
+    return bound;
+  };
   if (rank == 0) {
-    std::printf(
-        "  layer evaluation costs [ms] (plain / with graph / VJP state / VJP state+params):");
-    for (size_t k = 0; k < layers; ++k)
-      std::printf("%s %zu: %.2f/%.2f/%.2f/%.2f", k % 4 == 0 ? "\n   " : ";", k, 1e3 * cost[k],
-                  1e3 * cost[layers + k], 1e3 * cost[2 * layers + k], 1e3 * cost[3 * layers + k]);
+    std::printf("  coarse step costs [ms] (forward / adjoint build), per level and step (a-b):");
+    size_t at = 0;
+    for (size_t l = 0; l < intervals.size(); ++l) {
+      std::printf("\n    level %zu:", l + 1);
+      for (const auto& [a, b] : intervals[l]) {
+        std::printf(" %lld-%lld %.2f/%.2f", static_cast<long long>(a), static_cast<long long>(b),
+                    1e3 * coarse_cost[at], 1e3 * coarse_cost[at + 1]);
+        at += 2;
+      }
+    }
     std::printf("\n");
   }
   for (auto& c : configs) {
@@ -477,7 +579,7 @@ int main(int argc, char** argv) {
       double bound = 0;
       std::string levels;
       for (size_t l = 0; l < r->evaluations.size(); ++l) {
-        const double b = work_bound(r->evaluations[l], cost);
+        const double b = level_bound(l, r->evaluations[l]);
         bound += b;
         levels += fmt_level(l, b);
       }

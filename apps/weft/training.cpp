@@ -485,7 +485,9 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
                 c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",
                 static_cast<long long>(c.batch), c.epochs, start_epoch, torch::get_num_threads());
     if (!c.serial) {
-      std::string text = nn::to_string(c.parallel);
+      const bool batchnorm =
+          (c.model.kind == "stages" || c.model.kind == "conv3d") && c.model.batchnorm;
+      std::string text = nn::to_string(c.parallel, batchnorm);
       for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
         text.replace(at, 1, "\n    ");
       std::printf("  mgrit:\n    %s\n", text.c_str());

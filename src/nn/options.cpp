@@ -111,7 +111,7 @@ std::string spatial_text(const LayerParallelOptions& o) {
          flags_text(o.backward_spatial());
 }
 
-std::string describe(const mgrit::Options& o) {
+std::string describe(mgrit::Options o) {
   std::ostringstream os;
   os << "max_levels " << o.max_levels() << ", cfactor " << per_level(o.cfactor_levels())
      << ", nrelax " << per_level(o.nrelax_levels()) << ", cycle " << mgrit::to_string(o.cycle())
@@ -124,8 +124,11 @@ std::string describe(const mgrit::Options& o) {
 }
 }  // namespace
 
-std::string to_string(const LayerParallelOptions& options) {
-  return "forward:  " + describe(options.forward_solver_options()) +
+std::string to_string(const LayerParallelOptions& options, bool layers_have_buffers) {
+  mgrit::Options forward = options.forward_solver_options();
+  // As BatchSolve::prepare decides it.
+  if (layers_have_buffers && forward.max_levels() > 1) forward.final_sweep(mgrit::FinalSweep::CF);
+  return "forward:  " + describe(forward) +
          "\nbackward: " + describe(options.backward_solver_options()) + "\ncache graphs " +
          (options.cache_graphs() ? "yes" : "no") + ", check input " +
          (options.check_input() ? "yes" : "no") + ", seed " + std::to_string(options.seed()) +

@@ -341,6 +341,18 @@ TEST(BatchNorm, MultilevelIteratedToConvergenceUpdatesStatisticsOnceFromFinalSta
   train_and_compare(model, ref, 2, 6, 1e-10, "batch norm multilevel");
 }
 
+TEST(BatchNorm, TheOptionsTextNamesTheFinalSweepTheSolverRunsWithBuffers) {
+  // The forward line ends with the final sweep: F then C where layers have buffers (multilevel).
+  const auto final_sweep = [](const std::string& text) {
+    const std::string forward = text.substr(0, text.find('\n'));
+    return forward.substr(forward.rfind(' ') + 1);
+  };
+  const auto multilevel = LayerParallelOptions::multilevel(2, 2, 1, 1);
+  EXPECT_EQ(final_sweep(to_string(multilevel)), "F");
+  EXPECT_EQ(final_sweep(to_string(multilevel, true)), "CF");
+  EXPECT_EQ(final_sweep(to_string(LayerParallelOptions(), true)), "F");  // one level: sequential
+}
+
 TEST(Dropout, EveryEvaluationOfALayerInABatchUsesTheSameMask) {
   Kind k;
   k.dropout = 0.3;

@@ -131,8 +131,10 @@ class LayerParallelOptions {
   bool spatial_scale_kernels_ = false;
 };
 
-/// One line per direction: levels, cfactors, relaxation, iterations, tolerances, ...
-std::string to_string(const LayerParallelOptions& options);
+/// One line per direction: levels, cfactors, relaxation, iterations, tolerances, ... With
+/// `layers_have_buffers` (batch norm), the forward's final sweep is reported as the solver runs
+/// it in multilevel mode: F then C, so that every layer is evaluated once there.
+std::string to_string(const LayerParallelOptions& options, bool layers_have_buffers = false);
 
 /// One MGRIT solve of a batch (forward or adjoint), as seen by this rank.
 /// How often one solve evaluated one chain layer on this rank, by kind: with the cost of each
