@@ -94,8 +94,7 @@ double GradientSync::finish(std::vector<std::vector<Tensor>>& grads) {
     if (b.pending != 0)
       throw MpiError("data-parallel gradients: " + std::to_string(b.pending) +
                      " layers of a bucket never finished (the adjoint's final sweep missed them)");
-    if (b.request != MPI_REQUEST_NULL)
-      mpi::check(MPI_Wait(&b.request, MPI_STATUS_IGNORE), "MPI_Wait (gradients)");
+    if (b.request != MPI_REQUEST_NULL) mpi::wait_politely(b.request, "MPI_Wait (gradients)");
   }
   const double waited = seconds() - t;
   torch::NoGradGuard no_grad;

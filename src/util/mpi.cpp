@@ -1,7 +1,9 @@
 #include "weft/util/mpi.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <new>
+#include <thread>
 #include <utility>
 
 #ifdef __linux__
@@ -33,6 +35,16 @@ int size(MPI_Comm comm) {
 
 std::string where(MPI_Comm comm) {
   return "rank " + std::to_string(rank(comm)) + "/" + std::to_string(size(comm));
+}
+
+void wait_politely(MPI_Request& request, const char* what) {
+  using clock = std::chrono::steady_clock;
+  const auto spin_until = clock::now() + std::chrono::microseconds(100);
+  for (int done = 0;;) {
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    if (clock::now() > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 OwnedComm::OwnedComm(MPI_Comm parent) {

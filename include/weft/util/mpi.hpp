@@ -18,6 +18,11 @@ int size(MPI_Comm comm);
 /// "rank r/P" prefix for error messages.
 std::string where(MPI_Comm comm);
 
+/// MPI_Wait that polls for a short while, then sleeps between polls: a rank that waits long
+/// (a data-parallel replica that finished its backward first) leaves its core to the others
+/// instead of spinning on it. Costs at most one sleep (~50 µs) of latency.
+void wait_politely(MPI_Request& request, const char* what);
+
 /// Owns a duplicate of a communicator, so a library's messages never match the user's.
 class OwnedComm {
  public:
