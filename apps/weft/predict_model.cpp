@@ -15,27 +15,13 @@ using mgrit::Event;
 using mgrit::index_t;
 
 Event compute(double seconds) {
-  Event e;
-  e.kind = Event::Kind::Compute;
-  e.seconds = seconds;
-  return e;
+  return Event::compute(seconds);
 }
-
 Event message(Event::Kind kind, int peer, std::size_t bytes) {
-  Event e;
-  e.kind = kind;
-  e.peer = peer;
-  e.tag = kOutsideTag;
-  e.bytes = bytes;
-  return e;
+  return Event::message(kind, peer, kOutsideTag, bytes);
 }
-
 Event reduction(std::size_t bytes = 0) {
-  Event e;
-  e.kind = Event::Kind::Reduce;
-  e.tag = kOutsideTag;
-  e.bytes = bytes;
-  return e;
+  return Event::reduce(kOutsideTag, bytes);
 }
 
 // The nn layer's block distribution (nn/placement.hpp): rank r owns points from

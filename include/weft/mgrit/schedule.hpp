@@ -34,6 +34,38 @@ struct Event {
   int tag = 0;                               ///< Send, Recv; Reduce: 0 inside a solve
   std::size_t bytes = 0;                     ///< Send, Recv; Reduce: the data reduced
   double seconds = 0;                        ///< Compute: fixed work (open, close, optimizer)
+
+  static Event step(int level, Direction direction, index_t from, index_t to) {
+    Event e;
+    e.kind = Kind::Step;
+    e.level = level;
+    e.direction = direction;
+    e.from = from;
+    e.to = to;
+    return e;
+  }
+  /// kind: Send (peer: the receiver) or Recv (peer: the sender).
+  static Event message(Kind kind, int peer, int tag, std::size_t bytes) {
+    Event e;
+    e.kind = kind;
+    e.peer = peer;
+    e.tag = tag;
+    e.bytes = bytes;
+    return e;
+  }
+  static Event reduce(int tag, std::size_t bytes = 0) {
+    Event e;
+    e.kind = Kind::Reduce;
+    e.tag = tag;
+    e.bytes = bytes;
+    return e;
+  }
+  static Event compute(double seconds) {
+    Event e;
+    e.kind = Kind::Compute;
+    e.seconds = seconds;
+    return e;
+  }
 };
 
 /// One event list per rank.
