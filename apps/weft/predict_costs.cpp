@@ -18,6 +18,7 @@
 #include "data_command.hpp"
 #include "network_factory.hpp"
 #include "predict.hpp"
+#include "weft/mgrit/hierarchy.hpp"
 #include "weft/models/sequence_classifier.hpp"
 #include "weft/util/error.hpp"
 
@@ -97,12 +98,17 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
                      const std::vector<std::int64_t>& representative, std::vector<Tensor> x,
                      int repeats, MeasuredCosts& m) {
   const auto& o = c.parallel;
+  // The levels the solvers build (fewer than asked for on short chains), as BatchSolve counts.
+  const auto grid = mgrit::TimeGrid::uniform(0.0, static_cast<double>(m.layers), m.layers);
+  auto levels = [&](const mgrit::Options& options) {
+    return mgrit::Hierarchy::uniform(grid, options).levels();
+  };
   if (!o.forward_spatial().empty())
     m.forward_depth =
-        nn::detail::spatial_depths(o.forward_spatial(), o.forward_solver_options().max_levels());
+        nn::detail::spatial_depths(o.forward_spatial(), levels(o.forward_solver_options()));
   if (!o.backward_spatial().empty())
     m.adjoint_depth =
-        nn::detail::spatial_depths(o.backward_spatial(), o.backward_solver_options().max_levels());
+        nn::detail::spatial_depths(o.backward_spatial(), levels(o.backward_solver_options()));
   int depths = 0;
   for (const auto* d : {&m.forward_depth, &m.adjoint_depth})
     if (!d->empty()) depths = std::max(depths, *std::max_element(d->begin(), d->end()));
