@@ -14,7 +14,21 @@
 
 namespace weft::cli {
 
+/// The figures of one spatial depth d >= 1 (states restricted d times in space, as batch_solve
+/// holds them on levels coarsened in space), per layer or point as in MeasuredCosts.
+struct SpatialCosts {
+  std::vector<std::size_t> state_bytes;  ///< per point
+  std::vector<double> forward;           ///< per layer: the step on the coarse state, no graph
+  std::vector<double> adjoint_build;     ///< per layer: record and vjp on the coarse state
+  std::vector<double> axpy;              ///< per point
+  std::vector<double> restriction;       ///< per point: depth d-1 to d
+  std::vector<double> interpolation;     ///< per point: depth d to d-1
+};
+
 /// Seconds per evaluation, measured with the model's own layers at the training batch size.
+/// gru/lstm: the T sequence steps are the layers (one stacked-cell evaluation each, a coarse
+/// step one too), open is empty, close is the head with loss and backward on every rank, and
+/// the optimizer steps every parameter on every rank (the model is replicated).
 struct MeasuredCosts {
   std::int64_t layers = 0;               ///< N chain layers (steps and transitions)
   std::vector<bool> transition;          ///< per layer
@@ -36,6 +50,12 @@ struct MeasuredCosts {
   double serial_batch = 0;   ///< plain LibTorch: forward, loss, backward, optimizer step
   bool has_buffers = false;  ///< batch norm: the forward's final sweep is F then C
   int threads = 1;           ///< torch threads the costs were measured with
+  /// Spatial coarsening: the depth of each level (forward and adjoint solve; empty: none) and
+  /// the figures of depths 1, 2, ... (spatial[d - 1]).
+  std::vector<int> forward_depth, adjoint_depth;
+  std::vector<SpatialCosts> spatial;
+  bool recurrent = false;     ///< gru/lstm (see above)
+  double gradient_bytes = 0;  ///< gru/lstm: the fused all-reduce of the parameter gradients
 };
 
 /// Message cost between two ranks.
@@ -61,11 +81,21 @@ struct Prediction {
   double busiest_seconds = 0;  ///< steps and fixed work of the busiest rank
 };
 
-/// The price of one solver step under the measured costs (forward or adjoint, any level).
+/// The price of one solver step or level transfer under the measured costs (forward or
+/// adjoint, any level, at the level's spatial depth).
 double step_seconds(const MeasuredCosts& m, const mgrit::Event& e, bool cache_graphs);
 
-/// Every rank's events of one training batch at `ranks` ranks: open, forward solve, boundary
-/// exchange, close and loss, loss broadcast, adjoint solve, open's backward, optimizer step.
+/// Message tags of the phases in a batch's schedule: the forward solve's keep theirs (100 +
+/// level), the adjoint solve's are offset by kAdjointTags, messages outside the solves use
+/// kOutsideTag; reductions outside the solves carry kOutsideTag too (the solves' carry 0).
+inline constexpr int kAdjointTags = 10000;
+inline constexpr int kOutsideTag = 1;
+
+/// Every rank's events of one training batch at `ranks` ranks. Chains: open, forward solve,
+/// boundary exchange, close and loss, loss broadcast, adjoint solve, open's backward, optimizer
+/// step. gru/lstm (m.recurrent): forward solve, boundary exchange, final-state broadcast, head
+/// and loss on every rank, adjoint solve, initial-state broadcast, the gradients' all-reduce,
+/// the optimizer on every rank (nn/recurrent_solve.cpp).
 mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks);
 
 Prediction predict_batch(const TrainConfig& c, const MeasuredCosts& m, const LinkCosts& link,

@@ -117,8 +117,22 @@ json costs_json(const MeasuredCosts& m) {
     for (double s : v) a.push_back(1e3 * s);
     return a;
   };
+  json spatial = json::array();
+  for (size_t d = 0; d < m.spatial.size(); ++d) {
+    const SpatialCosts& sc = m.spatial[d];
+    spatial.push_back({{"depth", d + 1},
+                       {"state_bytes", sc.state_bytes},
+                       {"forward_ms", ms(sc.forward)},
+                       {"adjoint_build_ms", ms(sc.adjoint_build)},
+                       {"axpy_ms", ms(sc.axpy)},
+                       {"restriction_ms", ms(sc.restriction)},
+                       {"interpolation_ms", ms(sc.interpolation)}});
+  }
   return {{"threads", m.threads},
           {"layers", m.layers},
+          {"forward_depth_per_level", m.forward_depth},
+          {"adjoint_depth_per_level", m.adjoint_depth},
+          {"spatial", spatial},
           {"forward_ms", ms(m.forward)},
           {"forward_record_ms", ms(m.forward_record)},
           {"adjoint_reuse_ms", ms(m.adjoint_reuse)},
@@ -178,6 +192,23 @@ int run(const PredictConfig& p, MPI_Comm comm) {
               1e-9 * link.bandwidth, link.source.c_str());
   std::printf("serial LibTorch batch (forward, loss, backward, optimizer): %.2f ms\n",
               1e3 * serial);
+  if (m.recurrent)
+    std::printf(
+        "%lld sequence steps; one cell step: %.3f ms forward, %.3f ms adjoint (build + vjp)\n",
+        static_cast<long long>(m.layers), 1e3 * m.forward.front(), 1e3 * m.adjoint_build.front());
+  auto total = [](const std::vector<double>& v) {
+    return std::accumulate(v.begin(), v.end(), 0.0);
+  };
+  for (size_t d = 0; d < m.spatial.size(); ++d) {
+    const SpatialCosts& sc = m.spatial[d];
+    std::printf(
+        "spatial depth %zu: final state %zu B (fine %zu B); all layers once: forward %.3f ms "
+        "(fine %.3f), adjoint %.3f ms (fine %.3f); restriction %.3f ms, interpolation %.3f ms "
+        "per final state\n",
+        d + 1, sc.state_bytes.back(), m.state_bytes.back(), 1e3 * total(sc.forward),
+        1e3 * total(m.forward), 1e3 * total(sc.adjoint_build), 1e3 * total(m.adjoint_build),
+        1e3 * sc.restriction.back(), 1e3 * sc.interpolation.back());
+  }
   std::printf("%8s  %12s  %10s  %16s\n", "ranks", "batch ms", "speedup", "busiest rank ms");
   for (const Prediction& q : predictions)
     std::printf("%8d  %12.3f  %10.3f  %16.3f\n", q.ranks, 1e3 * q.batch_seconds,

@@ -1,6 +1,9 @@
 // `weft predict`: the costs of the model's own layers on this process (the only LibTorch file
 // of `predict`). Each figure is the median of `repeats` timings after one warm-up, at the
 // training batch size, in training mode, on the states the network actually produces.
+// Two private headers of weft_nn are read here so that the figures are those of the code that
+// runs: the spatial restriction and interpolation (spatial.hpp) and the stacked recurrent cell
+// (recurrent_solve.hpp).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -10,8 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "../../src/nn/recurrent_solve.hpp"
+#include "../../src/nn/spatial.hpp"
+#include "data_command.hpp"
 #include "network_factory.hpp"
 #include "predict.hpp"
+#include "weft/mgrit/hierarchy.hpp"
+#include "weft/models/sequence_classifier.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::cli {
@@ -59,12 +67,244 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& c,
   return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr));
 }
 
+/// [1, channels, ...] of one training image; the cached 3-D set's volume without generating it.
+std::vector<std::int64_t> image_shape(const TrainConfig& c) {
+  if (c.data_dir == kShapes3dName) {
+    const std::int64_t n = Shapes3dDefaults::size;
+    return {1, 1, n, n, n};
+  }
+  return training_image_shape(c);
+}
+
+/// Median seconds of `body` once per distinct shape of `states` (states of one stage share it).
+std::vector<double> per_state(const std::vector<Tensor>& states,
+                              const std::function<double(const Tensor&)>& body) {
+  std::vector<double> out;
+  std::vector<std::pair<std::vector<std::int64_t>, double>> seen;
+  for (const Tensor& s : states) {
+    const std::vector<std::int64_t> shape = s.sizes().vec();
+    auto it =
+        std::find_if(seen.begin(), seen.end(), [&](const auto& e) { return e.first == shape; });
+    if (it == seen.end()) it = seen.insert(seen.end(), {shape, body(s)});
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+/// The figures of spatial depths 1, 2, ... that the solvers' levels use (--spatial-levels):
+/// the layers applied to the restricted states (as LayerEvaluator does on coarse levels), the
+/// coarse states' sizes and FAS updates, and the transfers between depths.
+void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
+                     const std::vector<std::int64_t>& representative, std::vector<Tensor> x,
+                     int repeats, MeasuredCosts& m) {
+  const auto& o = c.parallel;
+  // The levels the solvers build (fewer than asked for on short chains), as BatchSolve counts.
+  const auto grid = mgrit::TimeGrid::uniform(0.0, static_cast<double>(m.layers), m.layers);
+  auto levels = [&](const mgrit::Options& options) {
+    return mgrit::Hierarchy::uniform(grid, options).levels();
+  };
+  if (!o.forward_spatial().empty())
+    m.forward_depth =
+        nn::detail::spatial_depths(o.forward_spatial(), levels(o.forward_solver_options()));
+  if (!o.backward_spatial().empty())
+    m.adjoint_depth =
+        nn::detail::spatial_depths(o.backward_spatial(), levels(o.backward_solver_options()));
+  int depths = 0;
+  for (const auto* d : {&m.forward_depth, &m.adjoint_depth})
+    if (!d->empty()) depths = std::max(depths, *std::max_element(d->begin(), d->end()));
+  nn::detail::SpatialTransfer transfer;
+  const auto N = static_cast<size_t>(m.layers);
+  for (int d = 1; d <= depths; ++d) {
+    for (size_t p = 0; p < x.size(); ++p) {
+      const std::string why = nn::detail::why_not_coarsenable(x[p].sizes().vec());
+      if (!why.empty())
+        throw InvalidOption("option --spatial-levels: depth " + std::to_string(d) +
+                            ": the state at point " + std::to_string(p) + " (shape " +
+                            c10::str(x[p].sizes()) + ") " + why);
+    }
+    SpatialCosts sc;
+    const std::vector<Tensor> fine = x;
+    for (Tensor& s : x) s = transfer.restrict(s);
+    for (const Tensor& s : x)
+      sc.state_bytes.push_back(static_cast<std::size_t>(s.numel()) * s.element_size());
+    sc.axpy = per_state(x, [&](const Tensor& s) {
+      Tensor y = s.clone();
+      return median_seconds(repeats, [&] { y.add_(s, 0.5); });
+    });
+    sc.restriction = per_state(fine, [&](const Tensor& s) {
+      return median_seconds(repeats, [&] { transfer.restrict(s); });
+    });
+    sc.interpolation = per_state(x, [&](const Tensor& s) {
+      return median_seconds(repeats, [&] { transfer.interpolate(s); });
+    });
+    sc.forward.assign(N, 0.0);
+    sc.adjoint_build.assign(N, 0.0);
+    for (size_t k = 0; k < N; ++k) {
+      const auto r = static_cast<size_t>(representative[k]);
+      if (r != k) {
+        sc.forward[k] = sc.forward[r];
+        sc.adjoint_build[k] = sc.adjoint_build[r];
+        continue;
+      }
+      nn::Layer& layer = net->step(static_cast<std::int64_t>(k));
+      const bool tr = m.transition[k];
+      const double h = m.step_size[k];
+      const Tensor& xk = x[k];
+      const Tensor lambda = torch::randn_like(x[k + 1]);
+      sc.forward[k] = median_seconds(repeats, [&] {
+        torch::NoGradGuard no_grad;
+        const Tensor y = layer.forward(xk);
+        if (!tr) torch::add(xk, y, h);
+      });
+      sc.adjoint_build[k] = median_seconds(repeats, [&] {
+        torch::AutoGradMode on(true);
+        const Tensor leaf = xk.detach().requires_grad_(true);
+        const Tensor y = layer.forward(leaf);
+        const auto g = torch::autograd::grad({y}, {leaf}, {lambda}, false, false, true);
+        torch::NoGradGuard no_grad;
+        if (!tr) torch::add(lambda, g[0], h);
+      });
+    }
+    m.spatial.push_back(std::move(sc));
+  }
+}
+
+/// gru/lstm: one stacked-cell step (nn::detail::StackedCell, as the MGRIT steps evaluate it) in
+/// each of the ways the Recurrent solves use it, the head, the optimizer, and the serial
+/// reference: torch::nn::GRU/LSTM over the sequence with the same head, loss and optimizer.
+MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
+  MeasuredCosts m;
+  m.recurrent = true;
+  m.threads = c.threads > 0 ? c.threads : 1;
+  torch::set_num_threads(m.threads);
+  torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
+  const std::vector<std::int64_t> image = image_shape(c);
+  const std::int64_t H = image[image.size() - 2], W = image.back();
+  const bool rows = models::parse_sequence_order(c.model.sequence) == models::SequenceOrder::Rows;
+  const std::int64_t T = rows ? H : H * W, input = rows ? W : 1, B = c.batch;
+  const std::int64_t hidden = c.model.hidden, L = c.model.rnn_layers;
+  const bool lstm = c.model.kind == "lstm";
+
+  nn::detail::StackedCell cell;
+  cell.kind = lstm ? nn::CellKind::LSTM : nn::CellKind::GRU;
+  cell.layers = L;
+  torch::nn::LSTM lstm_module{nullptr};
+  torch::nn::GRU gru_module{nullptr};
+  if (lstm)
+    lstm_module = torch::nn::LSTM(torch::nn::LSTMOptions(input, hidden).num_layers(L));
+  else
+    gru_module = torch::nn::GRU(torch::nn::GRUOptions(input, hidden).num_layers(L));
+  // weight_ih_l<k>, weight_hh_l<k>, bias_ih_l<k>, bias_hh_l<k>: StackedCell's order.
+  const std::vector<Tensor> params = lstm ? lstm_module->parameters() : gru_module->parameters();
+  torch::nn::Linear head(hidden, 10);
+  const Tensor x = torch::randn({T, B, input});
+  const Tensor labels = torch::randint(0, 10, {B}, torch::kInt64);
+
+  nn::detail::TensorTuple s0;
+  for (std::int64_t k = 0; k < (lstm ? 2 * L : L); ++k) s0.push_back(torch::randn({B, hidden}));
+  std::vector<Tensor> detached, graph_params;
+  for (const Tensor& p : params) {
+    detached.push_back(p.detach());
+    graph_params.push_back(p.detach().requires_grad_(true));
+  }
+  const nn::detail::TensorTuple lambda = s0;
+  const Tensor xt = x[0];
+  nn::detail::TensorTuple leaf, y;
+  auto record = [&](const std::vector<Tensor>& with) {
+    torch::AutoGradMode on(true);
+    leaf.clear();
+    for (const Tensor& t : s0) leaf.push_back(t.detach().requires_grad_(true));
+    y = cell.step(leaf, xt, with);
+  };
+  auto vjp = [&](const std::vector<Tensor>& extra) {
+    std::vector<Tensor> inputs = leaf;
+    inputs.insert(inputs.end(), extra.begin(), extra.end());
+    torch::autograd::grad(y, inputs, lambda, false, false, true);
+  };
+  const double forward = median_seconds(repeats, [&] {
+    torch::NoGradGuard no_grad;
+    cell.step(s0, xt, detached);
+  });
+  const double recorded = median_seconds(repeats, [&] { record(graph_params); });
+  const double build = median_seconds(repeats, [&] {
+    record(detached);
+    vjp({});
+  });
+  // The final sweep reuses the forward's graphs in exact mode with graph caching, else builds.
+  const bool cache =
+      c.parallel.cache_graphs() && c.parallel.forward_solver_options().max_levels() == 1;
+  const double final_vjp =
+      cache ? median_seconds(
+                  repeats, [&] { record(graph_params); }, [&] { vjp(graph_params); })
+            : median_seconds(repeats, [&] {
+                std::vector<Tensor> fresh;
+                for (const Tensor& p : detached) fresh.push_back(p.detach().requires_grad_(true));
+                record(fresh);
+                vjp(fresh);
+              });
+  double axpy = 0;
+  {
+    nn::detail::TensorTuple acc = s0;
+    for (Tensor& t : acc) t = t.clone();
+    axpy = median_seconds(repeats, [&] {
+      for (size_t i = 0; i < acc.size(); ++i) acc[i].add_(s0[i], 0.5);
+    });
+  }
+
+  m.layers = T;
+  const auto n = static_cast<size_t>(T);
+  m.transition.assign(n, false);
+  m.step_size.assign(n, 1.0);
+  m.parameters.assign(n, 0.0);
+  m.forward.assign(n, forward);
+  m.forward_record.assign(n, cache ? recorded : forward);
+  m.adjoint_reuse.assign(n, build);  // never used: no graph outlives an adjoint step
+  m.adjoint_final.assign(n, final_vjp);
+  m.adjoint_build.assign(n, build);
+  m.axpy.assign(n + 1, axpy);
+  std::size_t state = 0;
+  for (const Tensor& t : s0) state += static_cast<std::size_t>(t.numel()) * t.element_size();
+  m.state_bytes.assign(n + 1, state);
+  double count = 0;
+  for (const Tensor& p : params) count += static_cast<double>(p.numel());
+  m.gradient_bytes = 4.0 * count;  // float32
+  m.open_close_parameters = count + count_parameters(*head);
+
+  // The head, loss and backward on the final hidden state (every rank), the optimizer over
+  // every parameter, and the serial batch.
+  const Tensor h_top = s0[cell.top_h()];
+  m.close = median_seconds(repeats, [&] {
+    const Tensor h = h_top.detach().requires_grad_(true);
+    torch::nn::functional::cross_entropy(head(h), labels).backward();
+  });
+  std::vector<Tensor> all = params;
+  for (const Tensor& p : head->parameters()) all.push_back(p);
+  auto optimizer = make_optimizer(c, all);
+  auto serial_step = [&] {
+    optimizer->zero_grad();
+    Tensor h_n;
+    if (lstm)
+      h_n = std::get<0>(std::get<1>(lstm_module->forward(x)));
+    else
+      h_n = std::get<1>(gru_module->forward(x));
+    torch::nn::functional::cross_entropy(head(h_n[L - 1]), labels).backward();
+  };
+  m.serial_batch = median_seconds(repeats, [&] {
+    serial_step();
+    optimizer->step();
+  });
+  serial_step();
+  m.optimizer = median_seconds(repeats, [&] { optimizer->step(); });
+  return m;
+}
+
 MeasuredCosts measure(const TrainConfig& c, int repeats) {
+  if (c.model.kind == "gru" || c.model.kind == "lstm") return measure_recurrent(c, repeats);
   MeasuredCosts m;
   m.threads = c.threads > 0 ? c.threads : 1;  // one core per rank unless --threads says
   torch::set_num_threads(m.threads);
   torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
-  std::vector<std::int64_t> shape = training_image_shape(c);
+  std::vector<std::int64_t> shape = image_shape(c);
   shape[0] = c.batch;
   nn::SequentialNetwork net(make_training_network(c.model, shape), c.parallel.seed());
   net->train();
@@ -192,6 +432,7 @@ MeasuredCosts measure(const TrainConfig& c, int repeats) {
   });
   serial_step();  // the gradients the optimizer steps with; their values do not change its cost
   m.optimizer = median_seconds(repeats, [&] { optimizer->step(); });
+  measure_spatial(c, net, representative, x, repeats, m);
   return m;
 }
 

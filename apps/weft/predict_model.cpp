@@ -2,6 +2,8 @@
 // schedules plus the work around them, as LayerParallel does it), priced on virtual clocks.
 #include <algorithm>
 #include <numeric>
+#include <set>
+#include <utility>
 
 #include "predict.hpp"
 #include "weft/mgrit/hierarchy.hpp"
@@ -13,25 +15,13 @@ using mgrit::Event;
 using mgrit::index_t;
 
 Event compute(double seconds) {
-  Event e;
-  e.kind = Event::Kind::Compute;
-  e.seconds = seconds;
-  return e;
+  return Event::compute(seconds);
 }
-
 Event message(Event::Kind kind, int peer, std::size_t bytes) {
-  Event e;
-  e.kind = kind;
-  e.peer = peer;
-  e.tag = 1;
-  e.bytes = bytes;
-  return e;
+  return Event::message(kind, peer, kOutsideTag, bytes);
 }
-
-Event reduction() {
-  Event e;
-  e.kind = Event::Kind::Reduce;
-  return e;
+Event reduction(std::size_t bytes = 0) {
+  return Event::reduce(kOutsideTag, bytes);
 }
 
 // The nn layer's block distribution (nn/placement.hpp): rank r owns points from
@@ -43,21 +33,46 @@ index_t layer_begin(index_t points, int ranks, int r) {
   return r == 0 ? 0 : point_begin(points, ranks, r) - 1;
 }
 
+/// How many times `level`'s states are restricted in space in the solve of `direction`.
+int depth_of(const MeasuredCosts& m, mgrit::Direction direction, int level) {
+  const auto& d = direction == mgrit::Direction::Forward ? m.forward_depth : m.adjoint_depth;
+  if (d.empty() || level <= 0) return 0;
+  return d[std::min(static_cast<size_t>(level), d.size() - 1)];
+}
+
+/// The bytes of point p's state on `level` of the solve of `direction`.
+std::size_t state_bytes(const MeasuredCosts& m, mgrit::Direction direction, index_t p, int level) {
+  const int d = depth_of(m, direction, level);
+  const auto& bytes = d == 0 ? m.state_bytes : m.spatial[static_cast<size_t>(d - 1)].state_bytes;
+  return bytes[static_cast<size_t>(p)];
+}
+
 }  // namespace
 
 double step_seconds(const MeasuredCosts& m, const Event& e, bool cache_graphs) {
+  const int d = depth_of(m, e.direction, e.level);
+  const SpatialCosts* coarse = d > 0 ? &m.spatial[static_cast<size_t>(d - 1)] : nullptr;
+  if (e.kind == Event::Kind::Restrict || e.kind == Event::Kind::Interpolate) {
+    // A transfer restricts or interpolates where the coarse level is one deeper in space, and
+    // is a copy elsewhere (not priced, as the other vector operations).
+    if (!coarse || depth_of(m, e.direction, e.level - 1) == d) return 0.0;
+    const auto p = static_cast<size_t>(e.from);
+    return e.kind == Event::Kind::Restrict ? coarse->restriction[p] : coarse->interpolation[p];
+  }
   const bool forward = e.direction == mgrit::Direction::Forward;
   const index_t a = forward ? e.from : e.to, b = forward ? e.to : e.from;
   const bool fine = b == a + 1;
   auto layer_cost = [&](index_t n) {
     const auto k = static_cast<size_t>(n);
+    if (coarse) return forward ? coarse->forward[k] : coarse->adjoint_build[k];
     if (forward) return e.done && e.level == 0 ? m.forward_record[k] : m.forward[k];
     if (!fine) return m.adjoint_build[k];
     if (e.done && e.level == 0) return m.adjoint_final[k];
     return cache_graphs ? m.adjoint_reuse[k] : m.adjoint_build[k];
   };
   // A step from a to b evaluates the first layer of each run of residual steps once (with step
-  // h times the run's length) and every transition inside (nn Chain::segments).
+  // h times the run's length) and every transition inside (nn Chain::segments); a recurrent
+  // network's coarse step is one cell evaluation (one run without transitions).
   double s = 0;
   index_t start = a;
   for (index_t n = a; n < b; ++n)
@@ -68,43 +83,108 @@ double step_seconds(const MeasuredCosts& m, const Event& e, bool cache_graphs) {
     }
   if (b > start) s += layer_cost(start);
   // Coarse levels add the FAS right-hand side to every step's result.
-  if (e.level > 0) s += m.axpy[static_cast<size_t>(forward ? b : a)];
+  const auto q = static_cast<size_t>(forward ? b : a);
+  if (e.level > 0) s += coarse ? coarse->axpy[q] : m.axpy[q];
   return s;
 }
 
-mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks) {
-  const index_t N = m.layers, points = N + 1;
+namespace {
+
+/// The adjoint's steps on levels coarsened in space linearize at the forward state restricted
+/// to their depth, computed at its first use in the batch and kept (BatchSolve::forward_state):
+/// a compute event before each first use.
+void add_forward_state_restrictions(mgrit::Schedule& adjoint, const MeasuredCosts& m) {
+  for (auto& events : adjoint) {
+    std::set<std::pair<int, index_t>> kept;
+    std::vector<Event> out;
+    for (const Event& e : events) {
+      const int d = e.kind == Event::Kind::Step ? depth_of(m, e.direction, e.level) : 0;
+      double seconds = 0;
+      for (int k = 1; k <= d; ++k)
+        if (kept.insert({k, e.to}).second)
+          seconds += m.spatial[static_cast<size_t>(k - 1)].restriction[static_cast<size_t>(e.to)];
+      if (seconds > 0) out.push_back(compute(seconds));
+      out.push_back(e);
+    }
+    events = std::move(out);
+  }
+}
+
+/// Each rank receives x at its first point's predecessor for the adjoint (exchange_boundary).
+void exchange_boundary(mgrit::Schedule& s, const MeasuredCosts& m, int ranks) {
+  const index_t points = m.layers + 1;
+  for (int r = 0; r < ranks; ++r) {
+    auto& ev = s[static_cast<size_t>(r)];
+    const auto before = [&](int q) {
+      return m.state_bytes[static_cast<size_t>(point_begin(points, ranks, q) - 1)];
+    };
+    if (r + 1 < ranks) ev.push_back(message(Event::Kind::Send, r + 1, before(r + 1)));
+    if (r > 0) ev.push_back(message(Event::Kind::Recv, r - 1, before(r)));
+  }
+}
+
+/// The solvers' options as the nn module builds them: the adjoint's rank blocks put each
+/// boundary one point left of the forward's (nn/placement.hpp).
+std::pair<mgrit::Options, mgrit::Options> solver_options(const TrainConfig& c,
+                                                         const MeasuredCosts& m, int ranks) {
+  const index_t points = m.layers + 1;
   mgrit::Options fwd = c.parallel.forward_solver_options();
   if (m.has_buffers && fwd.max_levels() > 1) fwd.final_sweep(mgrit::FinalSweep::CF);
   mgrit::Options bwd = c.parallel.backward_solver_options();
   std::vector<index_t> blocks;
   for (int r = 0; r < ranks; ++r) blocks.push_back(layer_begin(points, ranks, r));
   bwd.rank_blocks(blocks);
-  // Every level holds fine-sized states (no spatial coarsening in these networks yet).
-  const mgrit::StateBytes bytes = [&](index_t p, int) {
-    return m.state_bytes[static_cast<size_t>(p)];
-  };
+  return {fwd, bwd};
+}
+
+mgrit::Schedule solve_schedule(const MeasuredCosts& m, const mgrit::Options& options, int ranks) {
+  const mgrit::Direction direction = options.direction();
+  mgrit::Schedule s = mgrit::record_schedule(m.layers, options, ranks, [&](index_t p, int level) {
+    return state_bytes(m, direction, p, level);
+  });
+  if (direction == mgrit::Direction::Reverse) add_forward_state_restrictions(s, m);
+  return s;
+}
+
+/// gru/lstm (nn/recurrent_solve.cpp): replicated, the sequence steps spread over the ranks.
+mgrit::Schedule recurrent_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks) {
+  const auto [fwd, bwd] = solver_options(c, m, ranks);
+  const std::size_t state = m.state_bytes.front();
+  mgrit::Schedule s(static_cast<size_t>(ranks));
+  mgrit::append(s, solve_schedule(m, fwd, ranks), 0);
+  exchange_boundary(s, m, ranks);
+  for (auto& ev : s) {
+    ev.push_back(reduction(state));  // the final state broadcast from the last rank
+    ev.push_back(compute(m.close));  // head, loss and their backward, on every rank
+  }
+  mgrit::append(s, solve_schedule(m, bwd, ranks), kAdjointTags);
+  for (auto& ev : s) {
+    ev.push_back(reduction(state));  // the initial state's gradient broadcast from rank 0
+    ev.push_back(reduction(static_cast<std::size_t>(m.gradient_bytes)));  // fused all-reduce
+    ev.push_back(compute(m.optimizer));
+  }
+  return s;
+}
+
+}  // namespace
+
+mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks) {
+  if (m.recurrent) return recurrent_schedule(c, m, ranks);
+  const index_t N = m.layers, points = N + 1;
+  const auto [fwd, bwd] = solver_options(c, m, ranks);
   const auto last = static_cast<size_t>(ranks - 1);
 
   mgrit::Schedule s(static_cast<size_t>(ranks));
   s[0].push_back(compute(m.open_forward));
-  mgrit::append(s, mgrit::record_schedule(N, fwd, ranks, bytes), 0);
-  // Each rank receives x at its first point's predecessor for the adjoint (exchange_boundary).
-  for (int r = 0; r < ranks; ++r) {
-    auto& ev = s[static_cast<size_t>(r)];
-    if (r + 1 < ranks)
-      ev.push_back(
-          message(Event::Kind::Send, r + 1, bytes(point_begin(points, ranks, r + 1) - 1, 0)));
-    if (r > 0)
-      ev.push_back(message(Event::Kind::Recv, r - 1, bytes(point_begin(points, ranks, r) - 1, 0)));
-  }
+  mgrit::append(s, solve_schedule(m, fwd, ranks), 0);
+  exchange_boundary(s, m, ranks);
   // Close, loss and its gradient on the output rank; the loss value and λ_N's health shared.
   s[last].push_back(compute(m.close));
   for (auto& ev : s) {
     ev.push_back(reduction());
     ev.push_back(reduction());
   }
-  mgrit::append(s, mgrit::record_schedule(N, bwd, ranks, bytes), 10000);
+  mgrit::append(s, solve_schedule(m, bwd, ranks), kAdjointTags);
   s[0].push_back(compute(m.open_backward));
   // Each rank steps the optimizer over its own parameters.
   const double total =
@@ -125,7 +205,9 @@ Prediction predict_batch(const TrainConfig& c, const MeasuredCosts& m, const Lin
   mgrit::CostModel cost;
   cost.latency = link.latency;
   cost.bandwidth = link.bandwidth;
-  const bool cache = c.parallel.cache_graphs();
+  // gru/lstm keep no graphs across adjoint iterations (their final sweep's figures say whether
+  // it reuses the forward's graph).
+  const bool cache = c.parallel.cache_graphs() && !m.recurrent;
   cost.step_seconds = [&](const Event& e) { return step_seconds(m, e, cache); };
   const mgrit::Timeline t = mgrit::simulate(batch_schedule(c, m, ranks), cost);
   Prediction p;

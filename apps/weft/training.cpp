@@ -727,9 +727,9 @@ std::vector<std::int64_t> training_image_shape(const TrainConfig& c) {
 }
 
 nn::Network make_training_network(const ModelConfig& m, const std::vector<std::int64_t>& shape) {
-  if (m.kind == "gru" || m.kind == "lstm")  // a replicated cell, not a chain of layers
+  if (m.kind == "gru" || m.kind == "lstm")  // a replicated cell: predict_costs measures it
     throw InvalidOption("option --model: '" + m.kind +
-                        "' is not supported by weft predict yet; accepted: resnet, stages, conv3d");
+                        "' has no chain of layers; accepted: resnet, stages, conv3d");
   Dataset like;
   like.images = torch::empty(shape);
   return make_network(m, like);

@@ -25,15 +25,11 @@ struct RecordingApp {
   using State = Mark;
   std::vector<Event>* log = nullptr;
   const StateBytes* bytes = nullptr;
+  Direction direction = Direction::Forward;
 
   Mark init(double t) const { return Mark{static_cast<index_t>(std::llround(t)), 0}; }
   void step(const Mark&, Mark& out, double, double, const StepInfo& info) {
-    Event e;
-    e.kind = Event::Kind::Step;
-    e.level = info.level;
-    e.direction = info.direction;
-    e.from = info.from;
-    e.to = info.to;
+    Event e = Event::step(info.level, info.direction, info.from, info.to);
     e.done = info.done;
     log->push_back(e);
     out.point = info.to;
@@ -45,13 +41,24 @@ struct RecordingApp {
   std::size_t buffer_size(const Mark& like) const {
     return std::max((*bytes)(like.point, like.level), sizeof(Mark));
   }
-  // "Spatial" only to follow each state's level (message sizes per level); the solver's steps
-  // and messages are the same with or without spatial transfers.
+  // "Spatial" to follow each state's level (message sizes per level) and to note each transfer
+  // (priced by the cost model: a restriction or interpolation where the App coarsens in space,
+  // a copy elsewhere); the solver's steps and messages are the same with or without them.
   void coarsen(const Mark& fine, Mark& coarse, int fine_level) const {
     coarse = Mark{fine.point, fine_level + 1};
+    note(Event::Kind::Restrict, fine.point, fine_level + 1);
   }
   void refine(const Mark& coarse, Mark& fine, int coarse_level) const {
     fine = Mark{coarse.point, coarse_level - 1};
+    note(Event::Kind::Interpolate, coarse.point, coarse_level);
+  }
+  void note(Event::Kind kind, index_t point, int coarse_level) const {
+    Event e;
+    e.kind = kind;
+    e.level = coarse_level;
+    e.direction = direction;
+    e.from = e.to = point;
+    log->push_back(e);
   }
   // Nothing travels: a received state keeps its point and level (the solver unpacks into a
   // state like the sender's, the predecessor of the rank's first point on the level).
@@ -93,20 +100,13 @@ class RecordingTransport {
   void wait_send(Request& r) { r.active = false; }
   void progress(Request&, Request&) {}
   double allreduce(double, bool, const char*) {
-    Event e;
-    e.kind = Event::Kind::Reduce;
-    log_->push_back(e);
+    log_->push_back(Event::reduce(0, sizeof(double)));
     return 1.0;  // any finite residual: the tolerances are off
   }
 
  private:
   static Event message(Event::Kind kind, const Request& r) {
-    Event e;
-    e.kind = kind;
-    e.peer = r.peer;
-    e.tag = r.tag;
-    e.bytes = r.bytes;
-    return e;
+    return Event::message(kind, r.peer, r.tag, r.bytes);
   }
   int rank_, ranks_;
   std::vector<Event>* log_;
@@ -125,6 +125,7 @@ Schedule record_schedule(index_t intervals, Options options, int ranks, const St
     RecordingApp app;
     app.log = &log;
     app.bytes = &bytes;
+    app.direction = options.direction();
     Solver<RecordingApp, RecordingTransport> solver(app, RecordingTransport(r, ranks, &log), grid,
                                                     options);
     solver.solve();
@@ -141,9 +142,9 @@ void append(Schedule& into, const Schedule& more, int tag_offset) {
     }
 }
 
-double CostModel::reduce_seconds(int ranks) const {
+double CostModel::reduce_seconds(int ranks, std::size_t bytes) const {
   if (ranks <= 1) return 0.0;
-  return 2.0 * std::ceil(std::log2(static_cast<double>(ranks))) * latency;
+  return 2.0 * std::ceil(std::log2(static_cast<double>(ranks))) * message_seconds(bytes);
 }
 
 Timeline simulate(const Schedule& schedule, const CostModel& cost) {
@@ -158,6 +159,7 @@ Timeline simulate(const Schedule& schedule, const CostModel& cost) {
   // Reductions: every rank's k-th reduction is one collective.
   std::vector<int> arrived;
   std::vector<double> last_arrival;
+  std::vector<std::size_t> reduced_bytes;
   std::deque<int> ready;
   for (int r = 0; r < ranks; ++r) ready.push_back(r);
   auto wake = [&](int r) {
@@ -179,7 +181,9 @@ Timeline simulate(const Schedule& schedule, const CostModel& cost) {
       const Event& e = events[pos[ru]];
       bool blocked = false;
       switch (e.kind) {
-        case Event::Kind::Step: {
+        case Event::Kind::Step:
+        case Event::Kind::Restrict:
+        case Event::Kind::Interpolate: {
           const double s = cost.step_seconds(e);
           clock += s;
           out.busy[ru] += s;
@@ -216,14 +220,16 @@ Timeline simulate(const Schedule& schedule, const CostModel& cost) {
           if (arrived.size() <= k) {
             arrived.resize(k + 1, 0);
             last_arrival.resize(k + 1, 0.0);
+            reduced_bytes.resize(k + 1, 0);
           }
           ++arrived[k];
           last_arrival[k] = std::max(last_arrival[k], clock);
+          reduced_bytes[k] = std::max(reduced_bytes[k], e.bytes);
           ++reductions_done[ru];
           at_reduction[ru] = true;
           if (arrived[k] == ranks) {
             // The last to arrive releases everyone: all leave at the same time.
-            const double leave = last_arrival[k] + cost.reduce_seconds(ranks);
+            const double leave = last_arrival[k] + cost.reduce_seconds(ranks, reduced_bytes[k]);
             for (int q = 0; q < ranks; ++q) {
               out.finish[static_cast<size_t>(q)] = leave;
               ++pos[static_cast<size_t>(q)];  // every rank's k-th reduction is behind it

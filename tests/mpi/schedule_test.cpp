@@ -48,6 +48,8 @@ Counts count(const std::vector<Event>& events, int levels) {
         ++c.reductions;
         break;
       case Event::Kind::Compute:
+      case Event::Kind::Restrict:
+      case Event::Kind::Interpolate:
         break;
     }
   return c;
@@ -121,18 +123,10 @@ TEST(Schedule, CountsTheRealSolversStepsMessagesAndReductionsOnEveryRank) {
 }
 
 Event step_event(int level) {
-  Event e;
-  e.kind = Event::Kind::Step;
-  e.level = level;
-  return e;
+  return Event::step(level, Direction::Forward, 0, 1);
 }
 Event message(Event::Kind kind, int peer, std::size_t bytes) {
-  Event e;
-  e.kind = kind;
-  e.peer = peer;
-  e.tag = 7;
-  e.bytes = bytes;
-  return e;
+  return Event::message(kind, peer, 7, bytes);
 }
 
 TEST(Schedule, MessagesCarryTheSizeOfTheirLevelsStates) {
@@ -159,8 +153,7 @@ TEST(Schedule, TheClockWaitsForMessagesAndReductions) {
   cost.latency = 0.5;
   cost.bandwidth = 100.0;  // bytes per second
   cost.step_seconds = [](const Event& e) { return e.level == 0 ? 1.0 : 0.25; };
-  Event reduce;
-  reduce.kind = Event::Kind::Reduce;
+  const Event reduce = Event::reduce(0);
   // Rank 0: fine step, send 100 bytes (arrives at 1 + 0.5 + 1 = 2.5), coarse step, reduce.
   // Rank 1: receive (waits until 2.5), fine step (3.5), reduce: both leave at 3.5 + 2 * 0.5.
   Schedule s(2);

@@ -1,11 +1,16 @@
 // `weft predict` end to end on a tiny generated data set: the JSON it writes (a prediction per
-// requested rank count, speedups that are serial / batch, the ping-pong on 2 ranks), and bad
-// input (more ranks than layers, unknown flags) as one line with exit code 2.
+// requested rank count, speedups that are serial / batch, the ping-pong on 2 ranks), the
+// recurrent models (the sequence steps are the layers), conv3d on the cached 3-D set's shape
+// without generating it, the per-depth figures of levels coarsened in space, and bad input
+// (more ranks than layers or steps, unknown flags, a state too small to coarsen) as one line
+// with exit code 2.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli_runner.hpp"
 #include "tiny_data.hpp"
@@ -52,6 +57,74 @@ TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
   EXPECT_GT(j.at("bandwidth_gbs").get<double>(), 0.0);
 }
 
+json predict_json(const std::string& args, const fs::path& dir, const std::string& name) {
+  const fs::path out = dir / (name + ".json");
+  const Outcome r = weft(0, args + " --json " + out.string(), dir);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.out << r.err;
+  if (r.code != 0) return json();
+  return json::parse(slurp(out));
+}
+
+TEST(Predict, RecurrentModelsPredictOverTheirSequenceSteps) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 12, 8).string();
+  const std::string base = "predict --threads 1 --repeats 1 --hidden 3 --batch 4 --data " + data;
+  for (const auto& [flags, steps] :
+       std::vector<std::pair<std::string, int>>{{"--model gru --sequence rows", 12},
+                                                {"--model gru --sequence pixels", 96},
+                                                {"--model lstm --sequence rows --fwd-levels 2 "
+                                                 "--bwd-levels 2 --fwd-cf 2 --bwd-cf 2",
+                                                 12}}) {
+    const json j = predict_json(base + " " + flags + " --ranks 1,2,8", dir, "rnn");
+    ASSERT_TRUE(j.is_object()) << flags;
+    EXPECT_EQ(j.at("costs").at("layers").get<int>(), steps) << flags;
+    ASSERT_EQ(j.at("predictions").size(), 3u) << flags;
+    for (const json& p : j.at("predictions")) EXPECT_GT(p.at("batch_ms").get<double>(), 0.0);
+    EXPECT_GT(j.at("serial_batch_ms").get<double>(), 0.0) << flags;
+  }
+  expect_one_line(weft(0, base + " --model gru --sequence rows --ranks 16", dir), 2, "--ranks");
+}
+
+TEST(Predict, LevelsCoarsenedInSpaceHaveTheirOwnStateSizesAndCosts) {
+  const fs::path dir = work_dir();
+  // --data shapes3d: the volume's shape (32^3) without generating the set into the cache.
+  const fs::path cache = dir / "cache";
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  const std::string levels = " --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 --ranks 1,2";
+  const json j = predict_json(
+      "predict --threads 1 --repeats 1 --model conv3d --data shapes3d --stage-channels 2,2 "
+      "--stage-steps 2,1 --batch 2 --spatial-levels 0,1" +
+          levels,
+      dir, "conv3d");
+  EXPECT_FALSE(fs::exists(cache)) << "weft predict generated the 3-D set";
+  const std::string data = tiny_dataset(dir / "data", 12, 12).string();
+  const json k =
+      predict_json(kTiny + "--data " + data + " --spatial-levels 0,1" + levels, dir, "resnet");
+  for (const auto& [out, ratio] : {std::make_pair(&j, 8u), std::make_pair(&k, 4u)}) {
+    ASSERT_TRUE(out->is_object());
+    const json& costs = out->at("costs");
+    EXPECT_EQ(costs.at("forward_depth_per_level"), json::array({0, 1}));
+    EXPECT_EQ(costs.at("adjoint_depth_per_level"), json::array({0, 1}));
+    ASSERT_EQ(costs.at("spatial").size(), 1u);
+    const json& depth1 = costs.at("spatial")[0];
+    const auto fine = costs.at("state_bytes").get<std::vector<std::size_t>>();
+    const auto coarse = depth1.at("state_bytes").get<std::vector<std::size_t>>();
+    ASSERT_EQ(fine.size(), coarse.size());
+    for (size_t p = 0; p < fine.size(); ++p) EXPECT_EQ(coarse[p] * ratio, fine[p]) << p;
+    for (const char* figure : {"forward_ms", "adjoint_build_ms", "restriction_ms"})
+      for (const json& ms : depth1.at(figure)) EXPECT_GT(ms.get<double>(), 0.0) << figure;
+  }
+  // 10 -> 5: a second restriction has an odd side.
+  const std::string odd = tiny_dataset(dir / "odd", 10, 10).string();
+  expect_one_line(
+      weft(0,
+           "predict --threads 1 --steps 8 --channels 2 --batch 4 --repeats 1 --data " + odd +
+               " --fwd-levels 3 --bwd-levels 3 --fwd-cf 2 --bwd-cf 2 "
+               "--spatial-levels 0,1,1",
+           dir),
+      2, "--spatial-levels");
+}
+
 TEST(Predict, MoreRanksThanLayersIsOneLineAndExitTwo) {
   const fs::path dir = work_dir();
   // np 0: a singleton without a launcher (fast); one run on 2 ranks for the collective path.
@@ -59,8 +132,6 @@ TEST(Predict, MoreRanksThanLayersIsOneLineAndExitTwo) {
   expect_one_line(weft(2, kTiny + "--ranks 2,16", dir), 2, "--ranks");
   expect_one_line(weft(0, kTiny + "--epochs 3", dir), 2, "--epochs");
   expect_one_line(weft(0, kTiny + "--bandwidth-gbs 0", dir), 2, "--bandwidth-gbs");
-  const std::string data = tiny_dataset(dir / "data", 12, 12).string();
-  expect_one_line(weft(0, "predict --model gru --data " + data, dir), 2, "--model");
 }
 
 }  // namespace

@@ -21,16 +21,51 @@
 namespace weft::mgrit {
 
 struct Event {
-  enum class Kind { Step, Send, Recv, Reduce, Compute };
+  /// Restrict / Interpolate: a state moved between levels `level` - 1 and `level` (App::coarsen,
+  /// App::refine; copies for Apps without spatial coarsening).
+  enum class Kind { Step, Send, Recv, Reduce, Compute, Restrict, Interpolate };
   Kind kind = Kind::Compute;
-  int level = 0;                             ///< Step
-  Direction direction = Direction::Forward;  ///< Step
-  index_t from = 0, to = 0;                  ///< Step: user numbering (from > to in reverse)
+  int level = 0;                             ///< Step; Restrict, Interpolate: the coarse level
+  Direction direction = Direction::Forward;  ///< Step, Restrict, Interpolate: the solve's
+  index_t from = 0, to = 0;                  ///< Step: user numbering (from > to in reverse);
+                                             ///< Restrict, Interpolate: the state's fine point
   bool done = false;                         ///< Step: part of the final sweep (StepInfo::done)
   int peer = -1;                             ///< Send: receiver; Recv: sender
-  int tag = 0;                               ///< Send, Recv
-  std::size_t bytes = 0;                     ///< Send, Recv
+  int tag = 0;                               ///< Send, Recv; Reduce: 0 inside a solve
+  std::size_t bytes = 0;                     ///< Send, Recv; Reduce: the data reduced
   double seconds = 0;                        ///< Compute: fixed work (open, close, optimizer)
+
+  static Event step(int level, Direction direction, index_t from, index_t to) {
+    Event e;
+    e.kind = Kind::Step;
+    e.level = level;
+    e.direction = direction;
+    e.from = from;
+    e.to = to;
+    return e;
+  }
+  /// kind: Send (peer: the receiver) or Recv (peer: the sender).
+  static Event message(Kind kind, int peer, int tag, std::size_t bytes) {
+    Event e;
+    e.kind = kind;
+    e.peer = peer;
+    e.tag = tag;
+    e.bytes = bytes;
+    return e;
+  }
+  static Event reduce(int tag, std::size_t bytes = 0) {
+    Event e;
+    e.kind = Kind::Reduce;
+    e.tag = tag;
+    e.bytes = bytes;
+    return e;
+  }
+  static Event compute(double seconds) {
+    Event e;
+    e.kind = Kind::Compute;
+    e.seconds = seconds;
+    return e;
+  }
 };
 
 /// One event list per rank.
@@ -51,12 +86,13 @@ Schedule record_schedule(index_t intervals, Options options, int ranks, const St
 void append(Schedule& into, const Schedule& more, int tag_offset);
 
 struct CostModel {
-  std::function<double(const Event&)> step_seconds;  ///< the price of one Step event
-  double latency = 1e-6;                             ///< seconds per message
-  double bandwidth = 1e10;                           ///< bytes per second
-  /// A reduction over P ranks: 2 ceil(log2 P) latencies (recursive doubling), after the last
-  /// rank arrives.
-  double reduce_seconds(int ranks) const;
+  /// The price of one Step, Restrict or Interpolate event.
+  std::function<double(const Event&)> step_seconds;
+  double latency = 1e-6;    ///< seconds per message
+  double bandwidth = 1e10;  ///< bytes per second
+  /// A reduction of `bytes` over P ranks: 2 ceil(log2 P) messages of latency + bytes/bandwidth
+  /// (recursive doubling), after the last rank arrives.
+  double reduce_seconds(int ranks, std::size_t bytes = 0) const;
   double message_seconds(std::size_t bytes) const {
     return latency + static_cast<double>(bytes) / bandwidth;
   }
@@ -68,8 +104,8 @@ struct Timeline {
   std::vector<double> busy;    ///< per rank: seconds in Step and Compute events
 };
 
-/// Runs every rank's events on its own virtual clock from 0: a step or compute advances it, a
-/// send leaves at the sender's time and arrives latency + bytes/bandwidth later, a receive
+/// Runs every rank's events on its own virtual clock from 0: a step, transfer or compute advances
+/// it, a send leaves at the sender's time and arrives latency + bytes/bandwidth later, a receive
 /// waits for its message, a reduction waits for every rank. Throws Error on a schedule that
 /// cannot finish (a receive without its send, ranks reducing a different number of times).
 Timeline simulate(const Schedule& schedule, const CostModel& cost);

@@ -1,0 +1,200 @@
+// `weft predict`'s batch schedules (apps/weft/predict_model.cpp) against the nn modules:
+// - gru/lstm: on every rank, the replayed batch has as many steps per level and direction,
+//   solver messages and reductions as a real weft::nn::Recurrent forward and backward reports
+//   in its statistics (exact mode and 2 levels, sequences of 7 to 12 steps), plus the boundary
+//   exchange the module does;
+// - spatial coarsening: messages on a level coarsened in space carry the coarse states' bytes,
+//   transfers and coarse steps are priced at their depth's figures, and the predicted batch is
+//   cheaper than the same hierarchy without spatial coarsening.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "predict.hpp"
+#include "weft/mgrit/schedule.hpp"
+#include "weft/nn/recurrent.hpp"
+
+namespace {
+
+using weft::cli::kAdjointTags;
+using weft::cli::kOutsideTag;
+using weft::cli::MeasuredCosts;
+using weft::cli::TrainConfig;
+using weft::mgrit::Direction;
+using weft::mgrit::Event;
+using weft::nn::LayerParallelOptions;
+
+struct Counts {
+  std::vector<std::int64_t> forward_steps, adjoint_steps;  ///< per level
+  std::int64_t forward_sent = 0, forward_received = 0, adjoint_sent = 0, adjoint_received = 0;
+  std::int64_t solver_reductions = 0, outside_sent = 0, outside_received = 0;
+};
+
+Counts count(const std::vector<Event>& events, size_t levels) {
+  Counts c;
+  c.forward_steps.assign(levels, 0);
+  c.adjoint_steps.assign(levels, 0);
+  for (const Event& e : events) {
+    const bool adjoint = e.tag >= kAdjointTags;
+    const bool send = e.kind == Event::Kind::Send;
+    switch (e.kind) {
+      case Event::Kind::Step:
+        ++(e.direction == Direction::Forward ? c.forward_steps : c.adjoint_steps)
+              .at(static_cast<size_t>(e.level));
+        break;
+      case Event::Kind::Send:
+      case Event::Kind::Recv:
+        if (e.tag == kOutsideTag)
+          ++(send ? c.outside_sent : c.outside_received);
+        else if (adjoint)
+          ++(send ? c.adjoint_sent : c.adjoint_received);
+        else
+          ++(send ? c.forward_sent : c.forward_received);
+        break;
+      case Event::Kind::Reduce:
+        if (e.tag == 0) ++c.solver_reductions;
+        break;
+      default:
+        break;
+    }
+  }
+  return c;
+}
+
+/// Costs of a T-step recurrent model for the schedule (their values only matter to the clock).
+MeasuredCosts recurrent_costs(std::int64_t steps) {
+  MeasuredCosts m;
+  m.recurrent = true;
+  m.layers = steps;
+  const auto n = static_cast<size_t>(steps);
+  m.transition.assign(n, false);
+  m.step_size.assign(n, 1.0);
+  for (auto* v : {&m.forward, &m.forward_record, &m.adjoint_reuse, &m.adjoint_final,
+                  &m.adjoint_build, &m.parameters})
+    v->assign(n, 1e-3);
+  m.axpy.assign(n + 1, 1e-5);
+  m.state_bytes.assign(n + 1, 48);
+  m.gradient_bytes = 400;
+  return m;
+}
+
+TEST(PredictSchedule, ReplaysTheRecurrentModulesStepsMessagesAndReductionsOnEveryRank) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const std::vector<std::pair<LayerParallelOptions, std::string>> solvers = {
+      {LayerParallelOptions::exact(), "exact mode"},
+      {LayerParallelOptions::multilevel(2, 2, 2, 1), "2 levels, cf 2"},
+      {LayerParallelOptions::multilevel(2, 3, 1, 2), "2 levels, cf 3"}};
+  for (const auto& [options, label] : solvers)
+    for (std::int64_t steps : {7, 12})
+      for (auto cell : {weft::nn::CellKind::GRU, weft::nn::CellKind::LSTM}) {
+        const std::string what = label + ", " + std::to_string(steps) + " steps, " +
+                                 weft::nn::to_string(cell) + ", rank " + std::to_string(rank);
+        torch::manual_seed(3);
+        weft::nn::Recurrent rnn(
+            MPI_COMM_WORLD, weft::nn::RecurrentOptions(cell, 2, 3).num_layers(2).solver(options));
+        const torch::Tensor x = torch::randn({steps, 2, 2});
+        rnn->forward(x).h_n.sum().backward();
+        const auto& real = rnn->statistics();
+
+        TrainConfig c;
+        c.model.kind = weft::nn::to_string(cell);
+        c.parallel = options;
+        const MeasuredCosts m = recurrent_costs(steps);
+        const weft::mgrit::Schedule s = weft::cli::batch_schedule(c, m, ranks);
+        ASSERT_EQ(s.size(), static_cast<size_t>(ranks)) << what;
+        const auto& fs = real.forward.statistics;
+        const auto& bs = real.backward.statistics;
+        const Counts replay = count(s[static_cast<size_t>(rank)], fs.steps_per_level.size());
+        EXPECT_EQ(replay.forward_steps, fs.steps_per_level) << what;
+        ASSERT_EQ(bs.steps_per_level.size(), fs.steps_per_level.size()) << what;
+        EXPECT_EQ(replay.adjoint_steps, bs.steps_per_level) << what;
+        EXPECT_EQ(replay.forward_sent, fs.messages_sent) << what;
+        EXPECT_EQ(replay.forward_received, fs.messages_received) << what;
+        EXPECT_EQ(replay.adjoint_sent, bs.messages_sent) << what;
+        EXPECT_EQ(replay.adjoint_received, bs.messages_received) << what;
+        EXPECT_EQ(replay.solver_reductions, fs.reductions + bs.reductions) << what;
+        // The boundary state for the adjoint: to the right neighbour, from the left one.
+        EXPECT_EQ(replay.outside_sent, rank + 1 < ranks ? 1 : 0) << what;
+        EXPECT_EQ(replay.outside_received, rank > 0 ? 1 : 0) << what;
+        EXPECT_GT(fs.total_steps() + bs.total_steps(), 0) << what;
+
+        weft::mgrit::CostModel cost;
+        cost.step_seconds = [&](const Event& e) { return weft::cli::step_seconds(m, e, false); };
+        EXPECT_GT(weft::mgrit::simulate(s, cost).makespan, 0.0) << what;
+      }
+}
+
+/// An 8-layer chain of one stage whose states are 1000 bytes on the fine grid and 250 bytes
+/// restricted once; coarse figures a tenth of the fine ones.
+MeasuredCosts spatial_costs() {
+  MeasuredCosts m;
+  m.layers = 8;
+  m.transition.assign(8, false);
+  m.step_size.assign(8, 0.125);
+  m.forward.assign(8, 1.0);
+  m.forward_record.assign(8, 1.5);
+  m.adjoint_reuse.assign(8, 1.0);
+  m.adjoint_final.assign(8, 2.0);
+  m.adjoint_build.assign(8, 2.5);
+  m.parameters.assign(8, 10.0);
+  m.axpy.assign(9, 0.01);
+  m.state_bytes.assign(9, 1000);
+  weft::cli::SpatialCosts coarse;
+  coarse.state_bytes.assign(9, 250);
+  coarse.forward.assign(8, 0.1);
+  coarse.adjoint_build.assign(8, 0.25);
+  coarse.axpy.assign(9, 0.001);
+  coarse.restriction.assign(9, 0.02);
+  coarse.interpolation.assign(9, 0.03);
+  m.spatial.push_back(coarse);
+  m.forward_depth = {0, 1};
+  m.adjoint_depth = {0, 1};
+  return m;
+}
+
+TEST(PredictSchedule, LevelsCoarsenedInSpaceSendCoarseStatesAndCostLess) {
+  TrainConfig c;
+  c.parallel = LayerParallelOptions::multilevel(2, 2, 2, 1).spatial_levels({0, 1});
+  const MeasuredCosts spatial = spatial_costs();
+  MeasuredCosts plain = spatial;
+  plain.forward_depth.clear();
+  plain.adjoint_depth.clear();
+  weft::cli::LinkCosts link;
+  link.latency = 1e-6;
+  link.bandwidth = 1e9;
+  for (int ranks : {1, 2, 3}) {
+    const weft::mgrit::Schedule s = weft::cli::batch_schedule(c, spatial, ranks);
+    int coarse_messages = 0, transfers = 0;
+    for (const auto& events : s)
+      for (const Event& e : events) {
+        if ((e.kind == Event::Kind::Send || e.kind == Event::Kind::Recv) && e.tag != kOutsideTag) {
+          const int level = e.tag % kAdjointTags - 100;
+          EXPECT_EQ(e.bytes, level == 0 ? 1000u : 250u) << "tag " << e.tag << ", " << ranks;
+          if (level == 1) ++coarse_messages;
+        }
+        if (e.kind == Event::Kind::Step && e.level == 1) {
+          EXPECT_LT(weft::cli::step_seconds(spatial, e, true), 0.5) << ranks;
+        }
+        if (e.kind == Event::Kind::Restrict || e.kind == Event::Kind::Interpolate) {
+          ++transfers;
+          EXPECT_DOUBLE_EQ(weft::cli::step_seconds(spatial, e, true),
+                           e.kind == Event::Kind::Restrict ? 0.02 : 0.03);
+          EXPECT_DOUBLE_EQ(weft::cli::step_seconds(plain, e, true), 0.0);
+        }
+      }
+    if (ranks > 1) {
+      EXPECT_GT(coarse_messages, 0) << ranks;
+    }
+    EXPECT_GT(transfers, 0) << ranks;
+    const double with = weft::cli::predict_batch(c, spatial, link, ranks).batch_seconds;
+    const double without = weft::cli::predict_batch(c, plain, link, ranks).batch_seconds;
+    EXPECT_LT(with, 0.8 * without) << ranks << " ranks";
+  }
+}
+
+}  // namespace
