@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "../../src/nn/recurrent_solve.hpp"
-#include "../../src/nn/spatial.hpp"
 #include "data_command.hpp"
 #include "network_factory.hpp"
 #include "predict.hpp"
+#include "recurrent_solve.hpp"  // weft_nn private (see CMakeLists.txt)
+#include "spatial.hpp"
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/models/sequence_classifier.hpp"
 #include "weft/util/error.hpp"
