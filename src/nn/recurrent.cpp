@@ -266,8 +266,8 @@ RecurrentOutput RecurrentImpl::run(const torch::Tensor& input, const torch::Tens
       throw BadData("recurrent network (" + mpi::where(c.comm()) + "): this rank holds " +
                     std::to_string(local_length) + " steps of a sequence of " +
                     std::to_string(length) + "; its share is steps [" + std::to_string(first) +
-                    ", " + std::to_string(end) + ") (local_steps), " +
-                    std::to_string(end - first) + " steps");
+                    ", " + std::to_string(end) + ") (local_steps), " + std::to_string(end - first) +
+                    " steps");
   });
 
   bool any_grad = input.requires_grad() || h.requires_grad() || cs.requires_grad();

@@ -236,9 +236,10 @@ void RecurrentSolve::prepare_coarse_inputs() {
   coarse_inputs_.clear();
   // This rank's rows of interval i, summed (Start: the row x_a alone); undefined when none.
   auto local_part = [&](const StepInterval& i) {
-    const StepInterval p = distributed_                     ? plan_.part(rank_, i)
-                           : coarse_input_ == CoarseInput::Start ? StepInterval{i.first, i.first + 1}
-                                                                 : i;
+    const StepInterval p = distributed_ ? plan_.part(rank_, i)
+                           : coarse_input_ == CoarseInput::Start
+                               ? StepInterval{i.first, i.first + 1}
+                               : i;
     if (p.first >= p.second) return Tensor();
     return x_.slice(0, p.first - x_offset_, p.second - x_offset_).sum(0);
   };
@@ -267,8 +268,7 @@ void RecurrentSolve::prepare_coarse_inputs() {
                            peer.rank, tags::kRecurrentInputs, comm_, &requests.back()),
                  "MPI_Isend (recurrent coarse inputs)");
     }
-    mpi::check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
-                           MPI_STATUSES_IGNORE),
+    mpi::check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
                "MPI_Waitall (recurrent coarse inputs)");
     for (size_t k = 0; k < in_buffers.size(); ++k) {
       const auto& peer = plan_.recvs()[k];
@@ -297,8 +297,8 @@ void RecurrentSolve::shift_output_grad(const Tensor& local) {
   Tensor in, out;
   if (rank_ > 0) {
     in = torch::empty_like(local[0], local.options().device(torch::kCPU));
-    mpi::check(MPI_Irecv(in.data_ptr(), static_cast<int>(in.numel() * in.element_size()),
-                         MPI_BYTE, rank_ - 1, tags::kRecurrentOutputGrad, comm_, &requests[0]),
+    mpi::check(MPI_Irecv(in.data_ptr(), static_cast<int>(in.numel() * in.element_size()), MPI_BYTE,
+                         rank_ - 1, tags::kRecurrentOutputGrad, comm_, &requests[0]),
                "MPI_Irecv (recurrent output gradient)");
   }
   if (rank_ < ranks_ - 1) {
@@ -314,8 +314,9 @@ void RecurrentSolve::shift_output_grad(const Tensor& local) {
     output_grad_offset_ = step_begin() - 1;
   }
   // The solver may initialise point T on any rank (its coarse levels).
-  Tensor last = rank_ == ranks_ - 1 ? local[local.size(0) - 1].to(torch::kCPU).contiguous()
-                                    : torch::empty_like(local[0], local.options().device(torch::kCPU));
+  Tensor last = rank_ == ranks_ - 1
+                    ? local[local.size(0) - 1].to(torch::kCPU).contiguous()
+                    : torch::empty_like(local[0], local.options().device(torch::kCPU));
   mpi::check(MPI_Bcast(last.data_ptr(), static_cast<int>(last.numel() * last.element_size()),
                        MPI_BYTE, ranks_ - 1, comm_),
              "MPI_Bcast (recurrent output gradient)");

@@ -164,9 +164,9 @@ double worst_difference(const Case& c) {
   if (lstm) loss_w = loss_w + (out.c_n * w_c).sum();
   loss_w.backward();
 
-  double worst = std::max(
-      {max_diff(out.output, out_r.slice(0, first, end)), max_diff(out.h_n, h_r),
-       max_diff(xw.grad(), xr.grad().slice(0, first, end)), max_diff(hw.grad(), hr.grad())});
+  double worst = std::max({max_diff(out.output, out_r.slice(0, first, end)), max_diff(out.h_n, h_r),
+                           max_diff(xw.grad(), xr.grad().slice(0, first, end)),
+                           max_diff(hw.grad(), hr.grad())});
   if (lstm) worst = std::max({worst, max_diff(out.c_n, c_r), max_diff(cw.grad(), cr.grad())});
   auto mine = rnn->named_parameters();
   for (const auto& p : reference.ptr()->named_parameters()) {
