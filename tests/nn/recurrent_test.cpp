@@ -349,6 +349,12 @@ TEST(Recurrent, BadInputFailsWithTheSameKindOnEveryRank) {
   const int ranks = weft::test::world_size();
   EXPECT_THROW(Recurrent(MPI_COMM_WORLD, RecurrentOptions(CellKind::GRU, kInput, 0)),
                weft::InvalidOption);
+  EXPECT_THROW(
+      Recurrent(MPI_COMM_WORLD, RecurrentOptions(CellKind::GRU, kInput, kHidden).implicit_step(-1)),
+      weft::InvalidOption);
+  EXPECT_THROW(Recurrent(MPI_COMM_WORLD,
+                         RecurrentOptions(CellKind::GRU, kInput, kHidden).implicit_iterations(0)),
+               weft::InvalidOption);
   Recurrent rnn(MPI_COMM_WORLD, RecurrentOptions(CellKind::LSTM, kInput, kHidden));
   auto options = torch::TensorOptions().dtype(torch::kFloat32);
   // shorter than the rank count
