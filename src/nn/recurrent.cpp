@@ -20,6 +20,10 @@ std::string to_string(CellKind kind) {
   return kind == CellKind::GRU ? "gru" : "lstm";
 }
 
+std::string to_string(CoarseInput input) {
+  return input == CoarseInput::Start ? "start" : "mean";
+}
+
 void RecurrentOptions::validate() const {
   auto positive = [](const char* name, std::int64_t v) {
     if (v < 1)
@@ -29,6 +33,11 @@ void RecurrentOptions::validate() const {
   positive("input_size", input_size_);
   positive("hidden_size", hidden_size_);
   positive("num_layers", num_layers_);
+  positive("implicit_iterations", implicit_iterations_);
+  if (!(implicit_step_ >= 0) || !std::isfinite(implicit_step_))
+    throw InvalidOption("recurrent network", "implicit_step",
+                        "= " + std::to_string(implicit_step_) +
+                            " is invalid; need 0 (explicit cell) or a finite step > 0");
   solver_.validate();
 }
 
@@ -45,7 +54,10 @@ class RecurrentCore {
   RecurrentCore(MPI_Comm comm, RecurrentOptions opts)
       : comm_(comm),
         options(std::move(opts)),
-        solve(comm_.get(), StackedCell{options.cell(), options.num_layers()}, stats) {
+        solve(comm_.get(),
+              StackedCell{options.cell(), options.num_layers(), options.implicit_step(),
+                          options.implicit_iterations()},
+              options.coarse_input(), stats) {
     solve.configure(options.solver());
   }
   MPI_Comm comm() const { return comm_.get(); }
@@ -60,6 +72,7 @@ class RecurrentCore {
   std::vector<Tensor> params;
   std::int64_t generation = 0;
   bool needs_backward = false;
+  bool distributed = false;  ///< this batch's mode
 };
 
 RecurrentOptions validated(RecurrentOptions options) {
@@ -94,7 +107,7 @@ struct RecurrentFunction : public torch::autograd::Function<RecurrentFunction> {
     ctx->saved_data["params"] = static_cast<std::int64_t>(params.size());
     RecurrentSolve::Forward f =
         c.solve.forward(x, tuple_of(kind, h0, c0), params.vec(), c.options.output_sequence(),
-                        c.needs_backward, x.requires_grad());
+                        c.needs_backward, x.requires_grad(), c.distributed);
     const std::int64_t L = c.options.num_layers();
     std::vector<Tensor> h, cs;
     for (std::int64_t k = 0; k < L; ++k) {
@@ -184,7 +197,18 @@ RecurrentImpl::~RecurrentImpl() = default;
 
 RecurrentOutput RecurrentImpl::forward(const torch::Tensor& input, const torch::Tensor& h0,
                                        const torch::Tensor& c0) {
+  return run(input, h0, c0, false);
+}
+
+RecurrentOutput RecurrentImpl::forward_local(const torch::Tensor& local_input,
+                                             const torch::Tensor& h0, const torch::Tensor& c0) {
+  return run(local_input, h0, c0, true);
+}
+
+RecurrentOutput RecurrentImpl::run(const torch::Tensor& input, const torch::Tensor& h0,
+                                   const torch::Tensor& c0, bool distributed) {
   detail::RecurrentCore& c = *core_;
+  c.distributed = distributed;
   const RecurrentOptions& o = c.options;
   ++c.generation;
   c.stats = RecurrentStatistics();
@@ -220,8 +244,9 @@ RecurrentOutput RecurrentImpl::forward(const torch::Tensor& input, const torch::
                     std::to_string(c.generation) + ")");
     length = input.size(0);
   });
-  // Every rank must hold the same sequence shape.
-  std::int64_t mine[2] = {length, input.size(1)}, low[2] = {0, 0}, high[2] = {0, 0};
+  // Every rank must hold the same sequence shape (distributed: the same batch, and its share).
+  std::int64_t mine[2] = {distributed ? 0 : length, input.size(1)}, low[2] = {0, 0},
+               high[2] = {0, 0};
   mpi::check(MPI_Allreduce(mine, low, 2, MPI_INT64_T, MPI_MIN, c.comm()), "MPI_Allreduce");
   mpi::check(MPI_Allreduce(mine, high, 2, MPI_INT64_T, MPI_MAX, c.comm()), "MPI_Allreduce");
   if (low[0] != high[0] || low[1] != high[1])
@@ -229,7 +254,21 @@ RecurrentOutput RecurrentImpl::forward(const torch::Tensor& input, const torch::
                   "): the ranks hold inputs of different shapes (steps " + std::to_string(low[0]) +
                   ".." + std::to_string(high[0]) + ", batch " + std::to_string(low[1]) + ".." +
                   std::to_string(high[1]) + "); every rank must pass the same sequence");
-  mpi::collectively(c.comm(), [&] { c.solve.prepare(length); });
+  const std::int64_t local_length = length;
+  if (distributed)
+    mpi::check(MPI_Allreduce(&local_length, &length, 1, MPI_INT64_T, MPI_SUM, c.comm()),
+               "MPI_Allreduce");
+  mpi::collectively(c.comm(), [&] {
+    c.solve.prepare(length);
+    if (!distributed) return;
+    const auto [first, end] = local_steps(length);
+    if (local_length != end - first)
+      throw BadData("recurrent network (" + mpi::where(c.comm()) + "): this rank holds " +
+                    std::to_string(local_length) + " steps of a sequence of " +
+                    std::to_string(length) + "; its share is steps [" + std::to_string(first) +
+                    ", " + std::to_string(end) + ") (local_steps), " + std::to_string(end - first) +
+                    " steps");
+  });
 
   bool any_grad = input.requires_grad() || h.requires_grad() || cs.requires_grad();
   for (const auto& p : c.params) any_grad = any_grad || p.requires_grad();

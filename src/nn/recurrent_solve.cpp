@@ -4,12 +4,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 
 #include "chain.hpp"
 #include "gradient_sync.hpp"
 #include "tags.hpp"
+#include "weft/mgrit/step_map.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -30,7 +32,21 @@ std::int64_t point_of(double t) {
 // The cell
 
 TensorTuple StackedCell::step(const TensorTuple& s, const Tensor& x,
-                              const std::vector<Tensor>& params) const {
+                              const std::vector<Tensor>& params, std::int64_t span) const {
+  if (implicit_step <= 0) return explicit_step(s, x, params);
+  // Backward Euler for ds/dt = Φ(s, x) − s by fixed-point iterations from y = s.
+  const double dt = implicit_step * static_cast<double>(span);
+  TensorTuple y = s;
+  for (int k = 0; k < implicit_iterations; ++k) {
+    TensorTuple next = explicit_step(y, x, params);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = (s[i] + dt * next[i]) / (1.0 + dt);
+    y = std::move(next);
+  }
+  return y;
+}
+
+TensorTuple StackedCell::explicit_step(const TensorTuple& s, const Tensor& x,
+                                       const std::vector<Tensor>& params) const {
   TensorTuple out(s.size());
   Tensor in = x;
   for (std::int64_t k = 0; k < layers; ++k) {
@@ -68,7 +84,7 @@ void RecurrentForwardApp::step(const TensorTuple& in, TensorTuple& out, double, 
     torch::AutoGradMode grad_mode(true);
     RecurrentSolve::StepGraph g;
     for (const Tensor& t : in) g.s.push_back(t.detach().requires_grad_(true));
-    g.x = s.x_[a].detach();
+    g.x = s.input_row(a).detach();
     if (s.input_grad_) g.x.requires_grad_(true);
     g.y = s.cell_.step(g.s, g.x, s.graph_params_);
     torch::NoGradGuard no_grad;
@@ -78,7 +94,7 @@ void RecurrentForwardApp::step(const TensorTuple& in, TensorTuple& out, double, 
     return;
   }
   torch::NoGradGuard no_grad;
-  out = s.cell_.step(in, s.x_[a], s.detached_params_);
+  out = s.cell_.step(in, s.step_input(a, info.to), s.detached_params_, info.to - a);
 }
 
 TensorTuple RecurrentAdjointApp::init(double t) const {
@@ -86,7 +102,7 @@ TensorTuple RecurrentAdjointApp::init(double t) const {
   RecurrentSolve& s = *solve;
   if (point_of(t) != s.length_) return zeros_like(s.zero_);
   TensorTuple lambda = detached_clone(s.lambda_T_);
-  if (s.output_grad_.defined()) lambda[s.cell_.top_h()].add_(s.output_grad_[s.length_ - 1]);
+  if (s.output_grad_.defined()) lambda[s.cell_.top_h()].add_(s.output_grad_last_);
   return lambda;
 }
 
@@ -112,11 +128,11 @@ void RecurrentAdjointApp::step(const TensorTuple& in, TensorTuple& out, double, 
     *cached = RecurrentSolve::StepGraph();
   } else {
     for (const Tensor& t : s.forward_state(a)) sa.push_back(t.detach().requires_grad_(true));
-    xa = s.x_[a].detach();
+    xa = s.step_input(a, b).detach();
     if (want_x) xa.requires_grad_(true);
     if (final_fine)
       for (const Tensor& p : s.detached_params_) params.push_back(p.detach().requires_grad_(true));
-    y = s.cell_.step(sa, xa, final_fine ? params : s.detached_params_);
+    y = s.cell_.step(sa, xa, final_fine ? params : s.detached_params_, b - a);
   }
   inputs = sa;
   if (want_x) inputs.push_back(xa);
@@ -128,7 +144,7 @@ void RecurrentAdjointApp::step(const TensorTuple& in, TensorTuple& out, double, 
   out.resize(sa.size());
   for (size_t i = 0; i < sa.size(); ++i)
     out[i] = grads[i].defined() ? grads[i] : torch::zeros_like(sa[i]);
-  if (s.output_grad_.defined() && a >= 1) out[s.cell_.top_h()].add_(s.output_grad_[a - 1]);
+  if (s.output_grad_.defined() && a >= 1) out[s.cell_.top_h()].add_(s.output_grad_row(a - 1));
   if (!final_fine) return;
   size_t next = sa.size();
   if (want_x) {
@@ -142,8 +158,14 @@ void RecurrentAdjointApp::step(const TensorTuple& in, TensorTuple& out, double, 
 // ------------------------------------------------------------------------------------------
 // RecurrentSolve
 
-RecurrentSolve::RecurrentSolve(MPI_Comm comm, StackedCell cell, RecurrentStatistics& stats)
-    : comm_(comm), rank_(mpi::rank(comm)), ranks_(mpi::size(comm)), cell_(cell), stats_(stats) {
+RecurrentSolve::RecurrentSolve(MPI_Comm comm, StackedCell cell, CoarseInput coarse_input,
+                               RecurrentStatistics& stats)
+    : comm_(comm),
+      rank_(mpi::rank(comm)),
+      ranks_(mpi::size(comm)),
+      cell_(cell),
+      coarse_input_(coarse_input),
+      stats_(stats) {
   fapp_.solve = this;
   aapp_.solve = this;
 }
@@ -177,7 +199,128 @@ void RecurrentSolve::prepare(std::int64_t length) {
       fapp_, comm_, grid, options_.forward_solver_options());
   asolver_ = std::make_unique<mgrit::Solver<RecurrentAdjointApp>>(aapp_, comm_, grid,
                                                                   placement_.backward_options());
+  std::vector<mgrit::StepSite> sites =
+      mgrit::step_sites(grid, options_.forward_solver_options(), ranks_);
+  for (const auto& site : mgrit::step_sites(grid, placement_.backward_options(), ranks_))
+    sites.push_back(site);
+  std::vector<std::int64_t> begins;
+  for (int r = 0; r < ranks_; ++r) begins.push_back(step_begin(r));
+  begins.push_back(length);
+  plan_ = CoarseInputPlan(sites, begins, rank_, coarse_input_);
   length_ = length;
+}
+
+Tensor RecurrentSolve::input_row(std::int64_t a) const {
+  const std::int64_t i = a - x_offset_;
+  if (i < 0 || i >= x_.size(0))
+    throw MpiError("recurrent network (" + mpi::where(comm_) + "): the input of step " +
+                   std::to_string(a) + " is not held here");
+  return x_[i];
+}
+
+Tensor RecurrentSolve::step_input(std::int64_t a, std::int64_t b) const {
+  if (b == a + 1) return input_row(a);
+  const auto it = coarse_inputs_.find({a, b});
+  if (it == coarse_inputs_.end())
+    throw MpiError("recurrent network (" + mpi::where(comm_) + "): no input for the coarse step " +
+                   std::to_string(a) + " -> " + std::to_string(b));
+  return it->second;
+}
+
+Tensor RecurrentSolve::output_grad_row(std::int64_t t) const {
+  return output_grad_[t - output_grad_offset_];
+}
+
+void RecurrentSolve::prepare_coarse_inputs() {
+  torch::NoGradGuard no_grad;
+  coarse_inputs_.clear();
+  // This rank's rows of interval i, summed (Start: the row x_a alone); undefined when none.
+  auto local_part = [&](const StepInterval& i) {
+    const StepInterval p = distributed_ ? plan_.part(rank_, i)
+                           : coarse_input_ == CoarseInput::Start
+                               ? StepInterval{i.first, i.first + 1}
+                               : i;
+    if (p.first >= p.second) return Tensor();
+    return x_.slice(0, p.first - x_offset_, p.second - x_offset_).sum(0);
+  };
+  std::map<StepInterval, Tensor> sums;
+  for (const StepInterval& i : plan_.intervals()) sums[i] = local_part(i);
+  if (distributed_ && ranks_ > 1) {
+    const auto row = x_.sizes().slice(1).vec();
+    std::vector<Tensor> out_buffers, in_buffers;
+    std::vector<MPI_Request> requests;
+    auto bytes = [](const Tensor& t) { return static_cast<int>(t.numel() * t.element_size()); };
+    for (const auto& peer : plan_.recvs()) {
+      std::vector<std::int64_t> shape{static_cast<std::int64_t>(peer.intervals.size())};
+      shape.insert(shape.end(), row.begin(), row.end());
+      in_buffers.push_back(torch::empty(shape, x_.options().device(torch::kCPU)));
+      requests.emplace_back();
+      mpi::check(MPI_Irecv(in_buffers.back().data_ptr(), bytes(in_buffers.back()), MPI_BYTE,
+                           peer.rank, tags::kRecurrentInputs, comm_, &requests.back()),
+                 "MPI_Irecv (recurrent coarse inputs)");
+    }
+    for (const auto& peer : plan_.sends()) {
+      std::vector<Tensor> parts;
+      for (const StepInterval& i : peer.intervals) parts.push_back(local_part(i));
+      out_buffers.push_back(torch::stack(parts).to(torch::kCPU).contiguous());
+      requests.emplace_back();
+      mpi::check(MPI_Isend(out_buffers.back().data_ptr(), bytes(out_buffers.back()), MPI_BYTE,
+                           peer.rank, tags::kRecurrentInputs, comm_, &requests.back()),
+                 "MPI_Isend (recurrent coarse inputs)");
+    }
+    mpi::check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
+               "MPI_Waitall (recurrent coarse inputs)");
+    for (size_t k = 0; k < in_buffers.size(); ++k) {
+      const auto& peer = plan_.recvs()[k];
+      const Tensor parts = in_buffers[k].to(x_.device());
+      for (size_t j = 0; j < peer.intervals.size(); ++j) {
+        Tensor& sum = sums[peer.intervals[j]];
+        sum = sum.defined() ? sum + parts[static_cast<std::int64_t>(j)]
+                            : parts[static_cast<std::int64_t>(j)].clone();
+      }
+    }
+  }
+  for (auto& [i, sum] : sums)
+    coarse_inputs_[i] =
+        coarse_input_ == CoarseInput::Mean ? sum / static_cast<double>(i.second - i.first) : sum;
+}
+
+void RecurrentSolve::shift_output_grad(const Tensor& local) {
+  torch::NoGradGuard no_grad;
+  output_grad_ = local;
+  output_grad_offset_ = step_begin();
+  output_grad_last_ = local[local.size(0) - 1];
+  if (ranks_ == 1) return;
+  // The adjoint point t + 1 (where ∂loss/∂output_t enters) of the last local step lives on the
+  // next rank (adjoint blocks start one point earlier).
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  Tensor in, out;
+  if (rank_ > 0) {
+    in = torch::empty_like(local[0], local.options().device(torch::kCPU));
+    mpi::check(MPI_Irecv(in.data_ptr(), static_cast<int>(in.numel() * in.element_size()), MPI_BYTE,
+                         rank_ - 1, tags::kRecurrentOutputGrad, comm_, &requests[0]),
+               "MPI_Irecv (recurrent output gradient)");
+  }
+  if (rank_ < ranks_ - 1) {
+    out = local[local.size(0) - 1].to(torch::kCPU).contiguous();
+    mpi::check(MPI_Isend(out.data_ptr(), static_cast<int>(out.numel() * out.element_size()),
+                         MPI_BYTE, rank_ + 1, tags::kRecurrentOutputGrad, comm_, &requests[1]),
+               "MPI_Isend (recurrent output gradient)");
+  }
+  mpi::check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE),
+             "MPI_Waitall (recurrent output gradient)");
+  if (rank_ > 0) {
+    output_grad_ = torch::cat({in.to(local.device()).unsqueeze(0), local});
+    output_grad_offset_ = step_begin() - 1;
+  }
+  // The solver may initialise point T on any rank (its coarse levels).
+  Tensor last = rank_ == ranks_ - 1
+                    ? local[local.size(0) - 1].to(torch::kCPU).contiguous()
+                    : torch::empty_like(local[0], local.options().device(torch::kCPU));
+  mpi::check(MPI_Bcast(last.data_ptr(), static_cast<int>(last.numel() * last.element_size()),
+                       MPI_BYTE, ranks_ - 1, comm_),
+             "MPI_Bcast (recurrent output gradient)");
+  output_grad_last_ = last.to(local.device());
 }
 
 const TensorTuple& RecurrentSolve::forward_state(std::int64_t t) const {
@@ -192,10 +335,13 @@ const TensorTuple& RecurrentSolve::forward_state(std::int64_t t) const {
 RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTuple& s0,
                                                 const std::vector<Tensor>& params,
                                                 bool output_sequence, bool needs_backward,
-                                                bool input_grad) {
+                                                bool input_grad, bool distributed) {
   const double t0 = seconds();
   torch::NoGradGuard no_grad;
+  distributed_ = distributed;
   x_ = x.detach();
+  x_offset_ = distributed ? step_begin() : 0;
+  prepare_coarse_inputs();
   s0_ = detached_clone(s0);
   zero_ = zeros_like(s0_);
   detached_params_.clear();
@@ -220,10 +366,11 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
     std::vector<Tensor> rows;
     for (std::int64_t t = step_begin(); t < step_end(); ++t)
       rows.push_back(fsolver_->state(t + 1)->at(cell_.top_h()));
-    result.output = gather_steps(torch::stack(rows));
+    result.output = distributed ? torch::stack(rows) : gather_steps(torch::stack(rows));
   }
   if (!needs_backward) {
     graphs_.clear();
+    coarse_inputs_.clear();
     x_ = Tensor();
     s0_.clear();
   }
@@ -293,7 +440,14 @@ RecurrentSolve::Backward RecurrentSolve::backward(const TensorTuple& final_state
   {
     torch::NoGradGuard no_grad;
     lambda_T_ = detached_clone(final_state);
-    output_grad_ = output.defined() ? output.detach() : Tensor();
+    output_grad_ = Tensor();
+    output_grad_offset_ = 0;
+    if (output.defined() && distributed_) {
+      shift_output_grad(output.detach());
+    } else if (output.defined()) {
+      output_grad_ = output.detach();
+      output_grad_last_ = output_grad_[length_ - 1];
+    }
     input_grad_ = input_grad;
     const std::int64_t steps = step_end() - step_begin();
     input_grad_local_ =
@@ -304,11 +458,13 @@ RecurrentSolve::Backward RecurrentSolve::backward(const TensorTuple& final_state
   auto release = [&] {
     graphs_.clear();
     graph_params_.clear();
+    coarse_inputs_.clear();
     x_ = Tensor();
     s0_.clear();
     boundary_.clear();
     lambda_T_.clear();
     output_grad_ = Tensor();
+    output_grad_last_ = Tensor();
   };
   try {
     stats_.backward.result = asolver_->solve();
@@ -322,7 +478,7 @@ RecurrentSolve::Backward RecurrentSolve::backward(const TensorTuple& final_state
   Backward result;
   result.initial_state =
       broadcast(rank_ == 0 ? detached_clone(*asolver_->state(0)) : zeros_like(zero_), 0);
-  if (input_grad) result.input = gather_steps(input_grad_local_);
+  if (input_grad) result.input = distributed_ ? input_grad_local_ : gather_steps(input_grad_local_);
   const double t_reduce = seconds();
   GradientSync(comm_, 1).sum_now(param_grads_);
   stats_.reduce_seconds = seconds() - t_reduce;

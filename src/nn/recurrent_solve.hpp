@@ -6,10 +6,12 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "placement.hpp"
+#include "recurrent_plan.hpp"
 #include "tensor_tuple.hpp"
 #include "weft/mgrit/solver.hpp"
 #include "weft/nn/recurrent.hpp"
@@ -18,11 +20,18 @@ namespace weft::nn::detail {
 
 /// Φ(s, x): one step of every stacked cell with torch's GRU/LSTM equations. Parameters per
 /// layer k: weight_ih, weight_hh, bias_ih, bias_hh (4k .. 4k+3).
+/// With implicit_step > 0 the implicit cell of RecurrentOptions::implicit_step around Φ.
 struct StackedCell {
   CellKind kind = CellKind::GRU;
   std::int64_t layers = 1;
+  double implicit_step = 0;
+  int implicit_iterations = 0;
+  /// A step that stands for `span` fine steps (the explicit cell ignores it: one evaluation).
   TensorTuple step(const TensorTuple& s, const torch::Tensor& x,
-                   const std::vector<torch::Tensor>& params) const;
+                   const std::vector<torch::Tensor>& params, std::int64_t span = 1) const;
+  /// Φ itself (torch's equations).
+  TensorTuple explicit_step(const TensorTuple& s, const torch::Tensor& x,
+                            const std::vector<torch::Tensor>& params) const;
   /// The index of the top cell's h in the state tuple.
   size_t top_h() const {
     return static_cast<size_t>(kind == CellKind::LSTM ? 2 * (layers - 1) : layers - 1);
@@ -50,7 +59,8 @@ struct RecurrentAdjointApp : TensorTupleOps {
 
 class RecurrentSolve {
  public:
-  RecurrentSolve(MPI_Comm comm, StackedCell cell, RecurrentStatistics& stats);
+  RecurrentSolve(MPI_Comm comm, StackedCell cell, CoarseInput coarse_input,
+                 RecurrentStatistics& stats);
   ~RecurrentSolve();
 
   void configure(const LayerParallelOptions& options);
@@ -69,10 +79,11 @@ class RecurrentSolve {
     torch::Tensor output;     ///< [T, B, H] on every rank (when asked)
   };
   /// Collective. `x` [T, B, F] and `s0` are the same on every rank; `params` the cell's.
-  /// `input_grad`: the backward will want the input gradient.
+  /// `input_grad`: the backward will want the input gradient. `distributed`: `x` holds only
+  /// this rank's steps, and the output only this rank's rows.
   Forward forward(const torch::Tensor& x, const TensorTuple& s0,
                   const std::vector<torch::Tensor>& params, bool output_sequence,
-                  bool needs_backward, bool input_grad);
+                  bool needs_backward, bool input_grad, bool distributed);
 
   struct Backward {
     TensorTuple initial_state;          ///< λ_0 on every rank
@@ -80,7 +91,7 @@ class RecurrentSolve {
     std::vector<torch::Tensor> params;  ///< summed over the ranks, on every rank
   };
   /// Collective. `final_state` (∂loss/∂s_T) and `output` (∂loss/∂output, may be undefined) are
-  /// the same on every rank.
+  /// the same on every rank (distributed: `output` and the input gradient are the local rows).
   Backward backward(const TensorTuple& final_state, const torch::Tensor& output, bool input_grad);
 
  private:
@@ -88,6 +99,16 @@ class RecurrentSolve {
   friend struct RecurrentAdjointApp;
 
   const TensorTuple& forward_state(std::int64_t t) const;
+  /// The input row of fine step a (a local step, or any step in replicated mode).
+  torch::Tensor input_row(std::int64_t a) const;
+  /// The input of the step a -> b (b = a + 1: the row; coarse: coarse_inputs_).
+  torch::Tensor step_input(std::int64_t a, std::int64_t b) const;
+  /// ∂loss/∂output_t (output_grad_ defined).
+  torch::Tensor output_grad_row(std::int64_t t) const;
+  /// Fills coarse_inputs_ for this rank's coarse steps (messages in distributed mode).
+  void prepare_coarse_inputs();
+  /// Distributed: output_grad_ from the local rows and the previous rank's last row.
+  void shift_output_grad(const torch::Tensor& local);
   void exchange_boundary();
   /// Rows [step_begin(r), step_end(r)) of every rank, concatenated on every rank.
   torch::Tensor gather_steps(const torch::Tensor& local) const;
@@ -96,11 +117,13 @@ class RecurrentSolve {
   MPI_Comm comm_;
   int rank_ = 0, ranks_ = 1;
   StackedCell cell_;
+  CoarseInput coarse_input_;
   RecurrentStatistics& stats_;
   LayerParallelOptions options_;
   std::int64_t length_ = -1;
   Placement placement_;
   std::int64_t lo_ = 0, hi_ = 0;  ///< forward points
+  CoarseInputPlan plan_;
 
   RecurrentForwardApp fapp_;
   RecurrentAdjointApp aapp_;
@@ -108,12 +131,17 @@ class RecurrentSolve {
   std::unique_ptr<mgrit::Solver<RecurrentAdjointApp>> asolver_;
 
   // per batch
-  torch::Tensor x_;        ///< the input sequence
+  bool distributed_ = false;
+  torch::Tensor x_;            ///< the input sequence (distributed: the local steps' rows)
+  std::int64_t x_offset_ = 0;  ///< the step of x_[0]
+  std::map<StepInterval, torch::Tensor> coarse_inputs_;
   TensorTuple s0_, zero_;  ///< s_0 and a zero state
   std::vector<torch::Tensor> detached_params_;
   TensorTuple boundary_;  ///< s_{lo-1} (ranks > 0)
   TensorTuple lambda_T_;
-  torch::Tensor output_grad_;  ///< ∂loss/∂output [T, B, H] or undefined
+  torch::Tensor output_grad_;  ///< ∂loss/∂output rows from output_grad_offset_, or undefined
+  std::int64_t output_grad_offset_ = 0;
+  torch::Tensor output_grad_last_;  ///< ∂loss/∂output_{T-1}, on every rank
   bool input_grad_ = false;
   torch::Tensor input_grad_local_;  ///< [local steps, B, F]
   std::vector<torch::Tensor> param_grads_;

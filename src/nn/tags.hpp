@@ -7,4 +7,6 @@ constexpr int kGather = 7002;
 constexpr int kLoad = 7003;
 constexpr int kBoundaryState = 7302;
 constexpr int kRecurrentBoundary = 7303;
+constexpr int kRecurrentInputs = 7304;
+constexpr int kRecurrentOutputGrad = 7305;
 }  // namespace weft::nn::detail::tags

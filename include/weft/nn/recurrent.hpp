@@ -10,8 +10,9 @@
 // The points 0..T are block-distributed as the MGRIT solver distributes them; step t (from s_t
 // to s_{t+1}, with the input x_t) runs on the owner of point t+1, so each rank computes a chunk
 // of the sequence (local_steps()). Coarse MGRIT levels step from a coarse point a to the next b
-// with ONE cell evaluation Φ(s_a, x_a): the input at the coarse step's start (TorchBraid's
-// choice). The backward pass is the adjoint MGRIT solve in reverse time,
+// with ONE cell evaluation Φ(s_a, x̄_ab), x̄_ab = x_a (the input at the coarse step's start,
+// TorchBraid's choice) or the mean of x_a .. x_{b-1} (RecurrentOptions::coarse_input). The
+// backward pass is the adjoint MGRIT solve in reverse time,
 // λ_t = (∂Φ/∂s(s_t, x_t))ᵀ λ_{t+1} + (∂loss/∂output_{t-1} in the top h), whose final fine sweep
 // computes the parameter gradients (∂Φ/∂θ)ᵀ λ_{t+1} and the input gradients (∂Φ/∂x_t)ᵀ λ_{t+1}
 // of the local steps. Parameter gradients are summed over the ranks in one fused all-reduce,
@@ -37,8 +38,11 @@
 //   forward() and the backward of its results are collective: every rank calls both, in the
 //   same order, one backward per forward (a backward of an older forward throws InvalidOption).
 // - The input x ([T, B, input_size], floating point, finite) must be the same on every rank;
-//   each rank reads only the steps it computes (and, on coarse levels, the inputs at the
-//   starts of its coarse steps). T >= number of ranks; T and B may change between calls.
+//   each rank reads only the steps it computes (and, on coarse levels, the inputs of its
+//   coarse steps). T >= number of ranks; T and B may change between calls.
+// - Distributed mode, forward_local(): each rank passes, and gets back, only the rows of its
+//   own steps (local_steps(T)); see there. Parameters stay replicated. Both modes may be mixed
+//   between batches of one module.
 // - Errors are agreed by all ranks first: every rank throws the same kind (InvalidOption for
 //   T < ranks; BadData for a wrong shape or NaN/Inf input; Divergence) and none hangs.
 // - Inference: call forward() under torch::NoGradGuard (no boundary states are kept).
@@ -69,6 +73,16 @@ enum class CellKind { GRU, LSTM };
 /// "gru" or "lstm".
 std::string to_string(CellKind kind);
 
+/// The input of a coarse step from point a to point b > a + 1 (one cell evaluation that stands
+/// for the b - a fine steps with inputs x_a .. x_{b-1}).
+enum class CoarseInput {
+  Start,  ///< x_a, the input at the coarse step's start (TorchBraid's choice)
+  Mean,   ///< (x_a + ... + x_{b-1}) / (b - a), the mean of the inputs of the replaced steps
+};
+
+/// "start" or "mean".
+std::string to_string(CoarseInput input);
+
 struct RecurrentOptions {
   RecurrentOptions(CellKind cell, std::int64_t input_size, std::int64_t hidden_size)
       : cell_(cell), input_size_(input_size), hidden_size_(hidden_size) {}
@@ -87,9 +101,21 @@ struct RecurrentOptions {
   TORCH_ARG(std::int64_t, num_layers) = 1;
   /// Also return the top cell's hidden state at every step ([T, B, H], gathered on every rank).
   TORCH_ARG(bool, output_sequence) = false;
-  /// The MGRIT solves (exact mode by default). Coarse levels use the input at each coarse
-  /// step's start.
+  /// The MGRIT solves (exact mode by default).
   TORCH_ARG(LayerParallelOptions, solver);
+  /// The input of coarse MGRIT steps (no effect in exact mode; a converged multilevel solve
+  /// gives the same result with either, only the convergence speed differs).
+  TORCH_ARG(CoarseInput, coarse_input) = CoarseInput::Start;
+  /// 0 (default): torch's explicit cells, s_{t+1} = Φ(s_t, x_t). Δt > 0: the implicit
+  /// (ODE-style) cell, one backward-Euler step of ds/dt = Φ(s, x) − s,
+  ///   s_{t+1} = s_t + Δt (Φ(s_{t+1}, x_t) − s_{t+1}),
+  /// solved by `implicit_iterations` fixed-point iterations y <- (s_t + Δt Φ(y, x_t)) / (1 + Δt)
+  /// from y = s_t; the cell IS this map (gradients are exact for it, whether or not the
+  /// iteration has converged). A coarse step over b − a steps uses Δt (b − a). Δt = 1 with the
+  /// explicit (forward-Euler) step would be torch's cell. Not torch::nn::GRU/LSTM any more.
+  TORCH_ARG(double, implicit_step) = 0;
+  /// Fixed-point iterations of the implicit cell (>= 1).
+  TORCH_ARG(int, implicit_iterations) = 3;
 };
 
 /// What forward() returns, the same on every rank (shapes as torch::nn::GRU/LSTM).
@@ -121,6 +147,20 @@ class RecurrentImpl : public torch::nn::Module {
   RecurrentOutput forward(const torch::Tensor& input, const torch::Tensor& h0 = {},
                           const torch::Tensor& c0 = {});
 
+  /// Collective, distributed mode: each rank passes only the inputs of its own steps,
+  /// `local_input` [local steps, B, input_size] with rows local_steps(T) of the sequence (T is
+  /// the sum over the ranks; every rank's chunk must have its share: BadData otherwise). The
+  /// inputs that coarse steps need from other ranks are sent by their owners. Returns the local
+  /// part of the output sequence, [local steps, B, H] (with output_sequence(true)), and h_n, c_n
+  /// as forward() (the same on every rank); the input gradient is the local chunk's. h0, c0 are
+  /// the same on every rank (as in forward()). Gradients: the loss is taken as the sum over the
+  /// ranks of each rank's terms in its output chunk, plus the terms in h_n/c_n, which count once
+  /// (the last rank's gradient of them is used: compute them alike on every rank). Parameter
+  /// gradients are the gradient of that loss, on every rank; the h0/c0 gradient is rank 0's.
+  /// Results equal forward()'s rows of the same sequence (exact mode: to rounding).
+  RecurrentOutput forward_local(const torch::Tensor& local_input, const torch::Tensor& h0 = {},
+                                const torch::Tensor& c0 = {});
+
   /// Collective: new solver options (the solvers are rebuilt at the next forward).
   void set_solver(const LayerParallelOptions& solver);
   const RecurrentOptions& options() const;
@@ -133,6 +173,8 @@ class RecurrentImpl : public torch::nn::Module {
   int ranks() const;
 
  private:
+  RecurrentOutput run(const torch::Tensor& input, const torch::Tensor& h0, const torch::Tensor& c0,
+                      bool distributed);
   std::unique_ptr<detail::RecurrentCore> core_;
 };
 TORCH_MODULE(Recurrent);
