@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/data/idx.hpp"
 #include "weft/nn/recurrent.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -194,6 +195,74 @@ struct RankFigures {
   static constexpr int kCount = 25;
 };
 
+/// The first `batch` test images of the MNIST-layout folder `dir` as [steps, batch, input]
+/// sequences (rows: 28 x 28; pixels: 784 x 1), normalized as `weft train` does (Fashion-MNIST).
+Tensor image_sequences(const std::string& dir, std::int64_t steps, std::int64_t batch,
+                       std::int64_t input) {
+  namespace data = weft::data;
+  data::IdxOptions options;
+  options.limit = batch;
+  const data::ImageSet set =
+      data::load_idx(dir + "/" + data::images_file(data::Split::Test),
+                     dir + "/" + data::labels_file(data::Split::Test), options);
+  if (set.rows * set.cols != steps * input || set.count < batch) {
+    std::fprintf(stderr, "recurrent_bench: %lld images of %lldx%lld do not make %lld x %lld\n",
+                 static_cast<long long>(set.count), static_cast<long long>(set.rows),
+                 static_cast<long long>(set.cols), static_cast<long long>(steps),
+                 static_cast<long long>(input));
+    std::exit(2);
+  }
+  std::vector<float> pixels = data::to_float(set, data::kFashionMnistMean, data::kFashionMnistStd);
+  return torch::from_blob(pixels.data(), {batch, steps, input}).permute({1, 0, 2}).clone(torch::MemoryFormat::Contiguous);
+}
+
+/// The forward and gradient error of weft's solves (the configured MGRIT options) against
+/// LibTorch's GRU/LSTM with the same parameters, for the loss (w . h_n) with a fixed random w:
+/// relative 2-norm errors of h_n, of all parameter gradients together and of the input
+/// gradient. Prints one JSON line on rank 0.
+int report_gradient_error(weft::nn::Recurrent& rnn, torch::nn::AnyModule& reference, bool lstm,
+                          const Tensor& x) {
+  {
+    torch::NoGradGuard no_grad;
+    auto named = reference.ptr()->named_parameters();
+    for (const auto& p : rnn->named_parameters()) named[p.key()].copy_(p.value());
+  }
+  const Tensor w =
+      torch::randn({rnn->options().num_layers(), x.size(1), rnn->options().hidden_size()});
+  auto run = [&](bool weft_solve) {
+    Tensor xi = x.detach().requires_grad_(true);
+    torch::nn::Module& m = weft_solve ? static_cast<torch::nn::Module&>(*rnn) : *reference.ptr();
+    m.zero_grad();
+    Tensor h = weft_solve ? rnn->forward(xi).h_n
+               : lstm     ? std::get<0>(std::get<1>(reference.get<torch::nn::LSTM>()->forward(xi)))
+                          : std::get<1>(reference.get<torch::nn::GRU>()->forward(xi));
+    (h * w).sum().backward();
+    std::vector<Tensor> grads;
+    for (const auto& p : m.parameters()) grads.push_back(p.grad().reshape({-1}));
+    return std::make_tuple(h.detach(), torch::cat(grads), xi.grad());
+  };
+  const auto [h1, g1, x1] = run(true);
+  const auto [h0, g0, x0] = run(false);
+  auto rel = [](const Tensor& a, const Tensor& b) {
+    return (a - b).norm().item<double>() / b.norm().item<double>();
+  };
+  const weft::nn::RecurrentStatistics& st = rnn->statistics();
+  auto residual = [](const weft::nn::SolveReport& r) {
+    const auto v = r.result.final_residual();
+    return v ? *v : -1.0;
+  };
+  if (rnn->rank() == 0)
+    std::printf(
+        "{\"ranks\": %d, \"steps\": %lld, \"batch\": %lld, \"levels\": %d, \"fwd_iterations\": "
+        "%d, \"bwd_iterations\": %d, \"h_n_error\": %.3e, \"param_grad_error\": %.3e, "
+        "\"input_grad_error\": %.3e, \"fwd_residual\": %.3e, \"bwd_residual\": %.3e}\n",
+        rnn->ranks(), static_cast<long long>(x.size(0)), static_cast<long long>(x.size(1)),
+        static_cast<int>(st.forward.statistics.intervals_per_level.size()),
+        st.forward.result.iterations, st.backward.result.iterations, rel(h1, h0), rel(g1, g0),
+        rel(x1, x0), residual(st.forward), residual(st.backward));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +271,11 @@ int main(int argc, char** argv) {
   std::int64_t steps = 28, batch = 100, hidden = 64, input = 28, layers = 1, reps = 30;
   int levels = 1, cf = 4, fwd_iters = 2, bwd_iters = 1;
   bool baseline = true;  // --baseline 0: no torch::nn::GRU/LSTM timing (long sequences)
+  // --flush-denormal 0: keep subnormal floats. Over long sequences the adjoint decays through
+  // the subnormal range, where every operation costs several times more (docs/benchmarks.md).
+  bool flush_denormal = true;
+  std::string data;             // --data DIR: the first --batch Fashion-MNIST test images as input
+  bool gradient_error = false;  // --gradient-error 1: errors against LibTorch, no timing
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--cell")
@@ -228,12 +302,19 @@ int main(int argc, char** argv) {
       bwd_iters = std::atoi(v.c_str());
     else if (k == "--baseline")
       baseline = v != "0";
+    else if (k == "--flush-denormal")
+      flush_denormal = v != "0";
+    else if (k == "--data")
+      data = v;
+    else if (k == "--gradient-error")
+      gradient_error = v != "0";
     else {
       std::fprintf(stderr, "recurrent_bench: unknown option %s\n", k.c_str());
       return 2;
     }
   }
   torch::set_num_threads(1);
+  at::globalContext().setFlushDenormal(flush_denormal);
   const bool lstm = cell == "lstm";
   torch::manual_seed(3);
   weft::nn::LayerParallelOptions solver;
@@ -251,7 +332,9 @@ int main(int argc, char** argv) {
   else
     reference = torch::nn::AnyModule(
         torch::nn::GRU(torch::nn::GRUOptions(input, hidden).num_layers(layers)));
-  const Tensor x = torch::randn({steps, batch, input});
+  const Tensor x = data.empty() ? torch::randn({steps, batch, input})
+                                : image_sequences(data, steps, batch, input);
+  if (gradient_error) return report_gradient_error(rnn, reference, lstm, x);
   const auto [first, end] = rnn->local_steps(steps);
   const std::int64_t local = end - first;
   const auto n_local = static_cast<double>(local);
@@ -352,7 +435,7 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf(
         "%s, %lld steps, batch %lld, input %lld, hidden %lld, layers %lld, %d rank(s), %s; "
-        "medians of %lld\n",
+        "medians of %lld; subnormals %s\n",
         cell.c_str(), static_cast<long long>(steps), static_cast<long long>(batch),
         static_cast<long long>(input), static_cast<long long>(hidden),
         static_cast<long long>(layers), ranks,
@@ -361,7 +444,7 @@ int main(int argc, char** argv) {
                        std::to_string(fwd_iters) + " forward / " + std::to_string(bwd_iters) +
                        " backward iterations")
                           .c_str(),
-        static_cast<long long>(reps));
+        static_cast<long long>(reps), flush_denormal ? "flushed" : "kept");
     std::printf("rank 0 evaluations per level: forward %s, backward %s\n",
                 levels_text(fsteps).c_str(), levels_text(bsteps).c_str());
     std::printf("state message %lld bytes: %.1f us one way (ping-pong 0<->1)\n",

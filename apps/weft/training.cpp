@@ -117,6 +117,10 @@ void set_threads(int requested, MPI_Comm comm) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = requested > 0 ? requested : std::max(1, cores / mpi::size(comm));
   torch::set_num_threads(threads);
+  // Subnormal floats as zero: a recurrent adjoint over hundreds of steps decays through the
+  // subnormal range, where each operation costs several times more (784-step GRU backward 5x;
+  // docs/benchmarks.md). Values below 1e-38 change no trained result.
+  at::globalContext().setFlushDenormal(true);
 }
 
 // ---------------------------------------------------------------------------------------------
