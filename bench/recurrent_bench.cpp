@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,13 @@ using State = std::vector<Tensor>;
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+/// CPU seconds of this process: unlike wall time, not inflated by other processes on shared
+/// cores (but it counts MPI's busy polling while a rank waits).
+double cpu_now() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -79,7 +87,7 @@ State cell_step(bool lstm, std::int64_t layers, const State& s, const Tensor& x,
 }
 
 struct Costs {
-  double plain = 0, graph = 0, vjp = 0, vjp_params = 0;  ///< seconds per evaluation
+  double plain = 0, graph = 0, vjp = 0, vjp_params = 0;  ///< CPU seconds per evaluation
 };
 
 /// Seconds per evaluation of each kind, each the mean over `count` steps of the sequence.
@@ -102,13 +110,13 @@ Costs measure_costs(bool lstm, std::int64_t layers, const Tensor& x,
   Costs c;
   {
     torch::NoGradGuard no_grad;
-    const double t0 = now();
+    const double t0 = cpu_now();
     for (std::int64_t k = 0; k < count; ++k) s = cell_step(lstm, layers, s, x[k], detached);
-    c.plain = (now() - t0) / n;
+    c.plain = (cpu_now() - t0) / n;
   }
   // Recorded graphs, kept alive as the solver's cache keeps them, then their VJPs.
   std::vector<State> inputs, outputs;
-  double t0 = now();
+  double t0 = cpu_now();
   for (std::int64_t k = 0; k < count; ++k) {
     State in;
     for (const Tensor& t : s) in.push_back(t.detach().requires_grad_(true));
@@ -120,8 +128,8 @@ Costs measure_costs(bool lstm, std::int64_t layers, const Tensor& x,
     inputs.push_back(in);
     outputs.push_back(y);
   }
-  c.graph = (now() - t0) / n;
-  t0 = now();
+  c.graph = (cpu_now() - t0) / n;
+  t0 = cpu_now();
   for (std::int64_t k = 0; k < count; ++k) {
     std::vector<Tensor> wrt = inputs[static_cast<size_t>(k)];
     wrt.insert(wrt.end(), leaves.begin(), leaves.end());
@@ -131,15 +139,15 @@ Costs measure_costs(bool lstm, std::int64_t layers, const Tensor& x,
     for (size_t p = 0; p < leaves.size(); ++p)
       if (g[parts + p].defined()) sums[p].add_(g[parts + p]);
   }
-  c.vjp_params = (now() - t0) / n;
-  t0 = now();
+  c.vjp_params = (cpu_now() - t0) / n;
+  t0 = cpu_now();
   for (std::int64_t k = 0; k < count; ++k) {
     State in;
     for (const Tensor& t : s) in.push_back(t.detach().requires_grad_(true));
     const State y = cell_step(lstm, layers, in, x[k], detached);
     lambda = torch::autograd::grad(y, in, lambda, false, false, true);
   }
-  c.vjp = (now() - t0) / n;
+  c.vjp = (cpu_now() - t0) / n;
   return c;
 }
 
@@ -179,7 +187,8 @@ std::string levels_text(const std::vector<weft::mgrit::index_t>& v) {
 /// difference is the median of the repetitions' own (the costs come from the same moment as
 /// the batch they bound).
 struct Phase {
-  double wall, solve, wait, bound;
+  double wall, solve, wait, bound, cpu;
+  double cpu_ratio;   ///< cpu / bound: the work ratio, robust on loaded cores (1 rank)
   double ratio;       ///< wall / bound
   double busy_ratio;  ///< (solve - wait) / bound
   double overhead;    ///< solve - wait - bound [ms]
@@ -192,7 +201,7 @@ struct RankFigures {
   double plain_us, graph_us, vjp_us, vjp_params_us;
   Phase fwd, bwd;
   double fwd_messages, bwd_messages;
-  static constexpr int kCount = 25;
+  static constexpr int kCount = 29;
 };
 
 /// The first `batch` test images of the MNIST-layout folder `dir` as [steps, batch, input]
@@ -213,7 +222,9 @@ Tensor image_sequences(const std::string& dir, std::int64_t steps, std::int64_t 
     std::exit(2);
   }
   std::vector<float> pixels = data::to_float(set, data::kFashionMnistMean, data::kFashionMnistStd);
-  return torch::from_blob(pixels.data(), {batch, steps, input}).permute({1, 0, 2}).clone(torch::MemoryFormat::Contiguous);
+  return torch::from_blob(pixels.data(), {batch, steps, input})
+      .permute({1, 0, 2})
+      .clone(torch::MemoryFormat::Contiguous);
 }
 
 /// The forward and gradient error of weft's solves (the configured MGRIT options) against
@@ -339,15 +350,15 @@ int main(int argc, char** argv) {
   const std::int64_t local = end - first;
   const auto n_local = static_cast<double>(local);
   const bool cached = levels == 1 && solver.cache_graphs();
-  // Per repetition and phase: wall, solve, wait, bound [s].
-  std::vector<std::array<double, 4>> fwd, bwd;
+  // Per repetition and phase: wall, solve, wait, bound, CPU [s].
+  std::vector<std::array<double, 5>> fwd, bwd;
   auto run_weft = [&](const Costs* c) {
     rnn->zero_grad();
-    const double t0 = now();
+    const double t0 = now(), c0 = cpu_now();
     const Tensor h = rnn->forward(x).h_n.sum();
-    const double t1 = now();
+    const double t1 = now(), c1 = cpu_now();
     h.backward();
-    const double t2 = now();
+    const double t2 = now(), c2 = cpu_now();
     if (!c) return;
     // The evaluations by kind, as the Apps perform them (see the top of this file).
     const weft::nn::RecurrentStatistics& st = rnn->statistics();
@@ -358,9 +369,9 @@ int main(int argc, char** argv) {
     const double bwd_bound =
         (nb - n_local) * c->vjp + n_local * (c->vjp_params + (cached ? 0.0 : c->graph));
     fwd.push_back({t1 - t0, st.forward.statistics.solve_seconds, st.forward.statistics.comm_seconds,
-                   fwd_bound});
+                   fwd_bound, c1 - c0});
     bwd.push_back({t2 - t1, st.backward.statistics.solve_seconds,
-                   st.backward.statistics.comm_seconds, bwd_bound});
+                   st.backward.statistics.comm_seconds, bwd_bound, c2 - c1});
   };
   auto run_torch = [&] {
     if (!baseline) return;
@@ -394,18 +405,20 @@ int main(int argc, char** argv) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  auto phase = [](const std::vector<std::array<double, 4>>& v) {
-    std::vector<double> col[4], ratio, busy, overhead, outside;
+  auto phase = [](const std::vector<std::array<double, 5>>& v) {
+    std::vector<double> col[5], cpu_ratio, ratio, busy, overhead, outside;
     for (const auto& e : v) {
-      for (size_t i = 0; i < 4; ++i) col[i].push_back(e[i]);
+      for (size_t i = 0; i < 5; ++i) col[i].push_back(e[i]);
+      cpu_ratio.push_back(e[4] / e[3]);
       ratio.push_back(e[0] / e[3]);
       busy.push_back((e[1] - e[2]) / e[3]);
       overhead.push_back(e[1] - e[2] - e[3]);
       outside.push_back(e[0] - e[1]);
     }
-    return Phase{1e3 * median(col[0]),   1e3 * median(col[1]), 1e3 * median(col[2]),
-                 1e3 * median(col[3]),   median(ratio),        median(busy),
-                 1e3 * median(overhead), 1e3 * median(outside)};
+    return Phase{1e3 * median(col[0]), 1e3 * median(col[1]), 1e3 * median(col[2]),
+                 1e3 * median(col[3]), 1e3 * median(col[4]), median(cpu_ratio),
+                 median(ratio),        median(busy),         1e3 * median(overhead),
+                 1e3 * median(outside)};
   };
 
   // The solves are deterministic: every repetition evaluates and messages the same.
@@ -450,21 +463,22 @@ int main(int argc, char** argv) {
     std::printf("state message %lld bytes: %.1f us one way (ping-pong 0<->1)\n",
                 static_cast<long long>(state_bytes), 1e6 * message_s);
     std::printf(
-        "ratio = wall / bound; busy = (solve - wait) / bound; overhead = solve - wait - bound "
+        "bound: evaluations x CPU cost; cpu = CPU time of the phase / bound; ratio = wall / bound; "
+        "busy = (solve - wait) / bound; overhead = solve - wait - bound "
         "per local step; outside = wall - solve per local step (checks, boundary exchange, "
         "broadcasts, gathers, the all-reduce, and waiting in them); messages = received states "
         "x one-way time per local step\n");
     std::printf("rank local evals f/b | cost us: plain  graph    vjp vjp+par |");
     for (const char* name : {"forward", "backward"})
-      std::printf(" %-8s ms: wall  bound ratio  busy  wait |", name);
+      std::printf(" %-8s ms: wall  bound   cpu ratio  busy  wait |", name);
     std::printf(" us/step: overhead outside messages\n");
     for (int r = 0; r < ranks; ++r) {
       const RankFigures& f = all[static_cast<size_t>(r)];
       std::printf("%4d %5.0f %5.0f/%-5.0f| %14.1f %6.1f %6.1f %7.1f |", r, f.local_steps,
                   f.fwd_evals, f.bwd_evals, f.plain_us, f.graph_us, f.vjp_us, f.vjp_params_us);
       for (const Phase& p : {f.fwd, f.bwd})
-        std::printf(" %17.1f %6.1f %5.3f %5.3f %5.1f |", p.wall, p.bound, p.ratio, p.busy_ratio,
-                    p.wait);
+        std::printf(" %17.1f %6.1f %5.3f %5.3f %5.3f %5.1f |", p.wall, p.bound, p.cpu_ratio,
+                    p.ratio, p.busy_ratio, p.wait);
       const double overhead = f.fwd.overhead + f.bwd.overhead;
       const double outside = f.fwd.outside + f.bwd.outside;
       const double messages = (f.fwd_messages + f.bwd_messages) * 1e3 * message_s;
@@ -480,11 +494,12 @@ int main(int argc, char** argv) {
         "{\"cell\": \"%s\", \"ranks\": %d, \"levels\": %d, \"cf\": %d, \"steps\": %lld, "
         "\"batch\": %lld, \"hidden\": %lld, \"layers\": %lld, \"weft_ms\": %.3f, %s, "
         "\"rank0_fwd_bound_ratio\": %.3f, \"rank0_bwd_bound_ratio\": "
-        "%.3f, \"message_us\": %.2f}\n",
+        "%.3f, \"rank0_fwd_cpu_ratio\": %.3f, \"rank0_bwd_cpu_ratio\": %.3f, \"message_us\": "
+        "%.2f}\n",
         cell.c_str(), ranks, levels, cf, static_cast<long long>(steps),
         static_cast<long long>(batch), static_cast<long long>(hidden),
         static_cast<long long>(layers), 1e3 * w, torch_text, f.fwd.ratio, f.bwd.ratio,
-        1e6 * message_s);
+        f.fwd.cpu_ratio, f.bwd.cpu_ratio, 1e6 * message_s);
   }
   return 0;
 }
