@@ -117,6 +117,10 @@ void set_threads(int requested, MPI_Comm comm) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = requested > 0 ? requested : std::max(1, cores / mpi::size(comm));
   torch::set_num_threads(threads);
+  // Subnormal floats as zero: a recurrent adjoint over hundreds of steps decays through the
+  // subnormal range, where each operation costs several times more (784-step GRU backward 5x;
+  // docs/benchmarks.md). Values below 1e-38 change no trained result.
+  at::globalContext().setFlushDenormal(true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -161,7 +165,7 @@ class Model {
  public:
   // Layer-parallel over `comm` (replicas over `data`), or sequential when `comm` is
   // MPI_COMM_SELF and serial is set. gru/lstm: the recurrent classifier, parallel over the
-  // sequence and replicated on every rank of `comm`.
+  // sequence and replicated on every rank of `comm` (serial: torch::nn::GRU/LSTM).
   Model(const ModelConfig& m, const Dataset& like, MPI_Comm comm, MPI_Comm data, bool serial,
         const nn::LayerParallelOptions& opts)
       : comm_(comm), serial_(serial) {
@@ -175,8 +179,9 @@ class Model {
       spec.width = like.images.size(3);
       spec.seed = m.seed;
       spec.solver = opts;
+      spec.serial = serial;
       recurrent_ = models::SequenceClassifier(comm, spec);
-      data_ = data;
+      data_ = serial ? MPI_COMM_NULL : data;
       return;
     }
     const nn::Network net = make_network(m, like);
@@ -202,7 +207,7 @@ class Model {
   const nn::LayerParallel* parallel() const { return serial_ || recurrent_ ? nullptr : &parallel_; }
   /// The last batch's MGRIT solves on this rank (none for the sequential reference).
   const nn::SolveReport* solve_report(bool forward) {
-    if (recurrent_) {
+    if (recurrent_ && !serial_) {
       const auto& s = recurrent_->recurrent()->statistics();
       return forward ? &s.forward : &s.backward;
     }

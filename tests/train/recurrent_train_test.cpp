@@ -65,6 +65,31 @@ TEST_F(RecurrentTrain, TwoReplicasOfTwoRanksTrainLikeOneRankWithTheGlobalBatch) 
   EXPECT_EQ(four[0]["data_ranks"], 2);
 }
 
+TEST_F(RecurrentTrain, SerialTorchCellsTrainLikeExactModeOverTwoRanks) {
+  const fs::path dir = work_dir();
+  for (const std::string model : {"gru --rnn-layers 2", "lstm"}) {
+    const std::string args = kSmall + "--model " + model + " --epochs 1";
+    const std::string name = model.substr(0, model.find(' '));
+    const auto exact = train(2, args, dir, name + "-exact");
+    const auto serial = train(2, args + " --serial", dir, name + "-serial");
+    ASSERT_EQ(exact.size(), 1u) << model;
+    ASSERT_EQ(serial.size(), 1u) << model;
+    // Same initial parameters (same seed stream) and the same equations: float rounding only.
+    expect_relative(serial[0]["train_loss"], exact[0]["train_loss"], 1e-6, model + " train loss");
+    expect_relative(serial[0]["test_loss"], exact[0]["test_loss"], 1e-6, model + " test loss");
+    expect_relative(serial[0]["train_accuracy"], exact[0]["train_accuracy"], 1e-9,
+                    model + " train accuracy");
+    expect_relative(serial[0]["test_accuracy"], exact[0]["test_accuracy"], 1e-9,
+                    model + " test accuracy");
+    // It ran LibTorch's cells, not weft's module on one rank: no MGRIT solve reported.
+    EXPECT_EQ(serial[0]["serial"], true) << model;
+    EXPECT_EQ(serial[0]["ranks"], 1) << model;
+    EXPECT_TRUE(serial[0]["fwd_iterations"].is_null()) << model << ": " << serial[0].dump();
+    EXPECT_FALSE(serial[0].contains("per_rank")) << model;
+    EXPECT_FALSE(exact[0]["fwd_iterations"].is_null()) << model;
+  }
+}
+
 TEST_F(RecurrentTrain, BadFlagsAreOneLineAndExitTwoOnEveryRank) {
   const fs::path dir = work_dir();
   const std::vector<std::pair<int, std::string>> cases = {{2, "--model gru --hidden 0"},
