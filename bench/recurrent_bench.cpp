@@ -41,7 +41,6 @@
 
 #include "weft/data/idx.hpp"
 #include "weft/nn/recurrent.hpp"
-#include "weft/util/allocator.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace {
@@ -279,7 +278,6 @@ int report_gradient_error(weft::nn::Recurrent& rnn, torch::nn::AnyModule& refere
 
 int main(int argc, char** argv) {
   weft::mpi::Environment env(&argc, &argv);
-  weft::keep_freed_memory();  // as the weft tool does (allocator.hpp)
   std::string cell = "gru";
   std::int64_t steps = 28, batch = 100, hidden = 64, input = 28, layers = 1, reps = 30;
   int levels = 1, cf = 4, fwd_iters = 2, bwd_iters = 1;

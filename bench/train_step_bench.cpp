@@ -42,7 +42,6 @@
 #include "weft/models/image_resnet.hpp"
 #include "weft/models/stages_net.hpp"
 #include "weft/nn/layer_parallel.hpp"
-#include "weft/util/allocator.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace {
@@ -283,7 +282,6 @@ std::string steps_per_level(const weft::nn::LayerParallel& model) {
 
 int main(int argc, char** argv) {
   weft::mpi::Environment mpi_env(&argc, &argv);
-  weft::keep_freed_memory();  // as the weft tool does (allocator.hpp)
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);

@@ -13,7 +13,6 @@
 #include "data_command.hpp"
 #include "mgrit_command.hpp"
 #include "plot_command.hpp"
-#include "weft/util/allocator.hpp"
 #ifdef WEFT_HAVE_TORCH
 #include "predict_command.hpp"
 #include "train_command.hpp"
@@ -86,7 +85,6 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   weft::mpi::Environment env(&argc, &argv);
-  weft::keep_freed_memory();  // training reuses each batch's memory (allocator.hpp)
   // The outer guard catches what escapes parsing (e.g. std::bad_alloc); subcommands have their own.
   return weft::cli::run_guarded("weft", MPI_COMM_WORLD, [&]() { return dispatch(argc, argv); });
 }
