@@ -4,6 +4,7 @@
 // come from predict_costs.cpp, the only file of `predict` that includes LibTorch.
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -54,6 +55,11 @@ struct MeasuredCosts {
   /// the figures of depths 1, 2, ... (spatial[d - 1]).
   std::vector<int> forward_depth, adjoint_depth;
   std::vector<SpatialCosts> spatial;
+  /// In situ, per level of the forward and of the adjoint solve: the solver's own time inside
+  /// its sweeps (steps and vector work) when the model trains at one rank, over the same
+  /// sweeps priced from the figures above (1: the isolated figures are right; empty: not
+  /// measured). Steps are priced at their figure times this factor, at every rank count.
+  std::vector<double> forward_in_situ, adjoint_in_situ;
   bool recurrent = false;     ///< gru/lstm (see above)
   double gradient_bytes = 0;  ///< gru/lstm: the fused all-reduce of the parameter gradients
 };
@@ -69,21 +75,27 @@ struct PredictConfig {
   TrainConfig train;
   std::string json_path;
   std::vector<int> ranks;  ///< empty: 1, 2, 4, ... up to min(1024, N)
-  int repeats = 5;
-  double latency = -1;    ///< seconds; < 0: ping-pong with 2 ranks, else the default
-  double bandwidth = -1;  ///< bytes per second; likewise
+  int repeats = 9;         ///< measuring passes
+  double latency = -1;     ///< seconds; < 0: ping-pong with 2 ranks, else the default
+  double bandwidth = -1;   ///< bytes per second; likewise
 };
 
 /// One rank count's figures.
 struct Prediction {
   int ranks = 1;
   double batch_seconds = 0;
+  /// The batch split at the ends of its phases as `weft train` times them (when the slowest
+  /// rank ends each): forward (open and the forward solve), backward (close, loss, adjoint
+  /// solve, open's backward), the rest (optimizer step). They add up to batch_seconds.
+  double forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0;
   double busiest_seconds = 0;  ///< steps and fixed work of the busiest rank
 };
 
 /// The price of one solver step or level transfer under the measured costs (forward or
-/// adjoint, any level, at the level's spatial depth).
-double step_seconds(const MeasuredCosts& m, const mgrit::Event& e, bool cache_graphs);
+/// adjoint, any level, at the level's spatial depth), scaled by the level's in-situ factor
+/// unless `isolated`.
+double step_seconds(const MeasuredCosts& m, const mgrit::Event& e, bool cache_graphs,
+                    bool isolated = false);
 
 /// Message tags of the phases in a batch's schedule: the forward solve's keep theirs (100 +
 /// level), the adjoint solve's are offset by kAdjointTags, messages outside the solves use
@@ -96,13 +108,17 @@ inline constexpr int kOutsideTag = 1;
 /// step. gru/lstm (m.recurrent): forward solve, boundary exchange, final-state broadcast, head
 /// and loss on every rank, adjoint solve, initial-state broadcast, the gradients' all-reduce,
 /// the optimizer on every rank (nn/recurrent_solve.cpp).
-mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks);
+/// `phase_ends`, when given, receives per rank the number of its events by the end of the
+/// forward phase and of the backward phase (no message crosses either end).
+mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks,
+                               std::vector<std::array<std::size_t, 2>>* phase_ends = nullptr);
 
 Prediction predict_batch(const TrainConfig& c, const MeasuredCosts& m, const LinkCosts& link,
                          int ranks);
 
-/// Measures the model's costs on this process (LibTorch; predict_costs.cpp).
-MeasuredCosts measure_costs(const TrainConfig& c, int repeats);
+/// Measures the model's costs on this process (LibTorch; predict_costs.cpp): each figure is
+/// the median over `passes` passes spread over time.
+MeasuredCosts measure_costs(const TrainConfig& c, int passes);
 
 /// Collective over `comm`; returns the exit code.
 int run_prediction(const PredictConfig& config, MPI_Comm comm);

@@ -142,7 +142,9 @@ json costs_json(const MeasuredCosts& m) {
           {"open_backward_ms", 1e3 * m.open_backward},
           {"close_ms", 1e3 * m.close},
           {"optimizer_ms", 1e3 * m.optimizer},
-          {"state_bytes", m.state_bytes}};
+          {"state_bytes", m.state_bytes},
+          {"forward_in_situ_per_level", m.forward_in_situ},
+          {"adjoint_in_situ_per_level", m.adjoint_in_situ}};
 }
 
 int run(const PredictConfig& p, MPI_Comm comm) {
@@ -196,6 +198,17 @@ int run(const PredictConfig& p, MPI_Comm comm) {
     std::printf(
         "%lld sequence steps; one cell step: %.3f ms forward, %.3f ms adjoint (build + vjp)\n",
         static_cast<long long>(m.layers), 1e3 * m.forward.front(), 1e3 * m.adjoint_build.front());
+  if (!m.forward_in_situ.empty()) {
+    auto list = [](const std::vector<double>& v) {
+      std::string out;
+      for (double f : v) out += (out.empty() ? "" : ", ") + fmt::format("{:.3f}", f);
+      return out;
+    };
+    std::printf(
+        "in situ, per level (the solvers' own time training at one rank / the same steps "
+        "priced from the isolated figures): forward %s; adjoint %s\n",
+        list(m.forward_in_situ).c_str(), list(m.adjoint_in_situ).c_str());
+  }
   auto total = [](const std::vector<double>& v) {
     return std::accumulate(v.begin(), v.end(), 0.0);
   };
@@ -209,10 +222,12 @@ int run(const PredictConfig& p, MPI_Comm comm) {
         1e3 * total(m.forward), 1e3 * total(sc.adjoint_build), 1e3 * total(m.adjoint_build),
         1e3 * sc.restriction.back(), 1e3 * sc.interpolation.back());
   }
-  std::printf("%8s  %12s  %10s  %16s\n", "ranks", "batch ms", "speedup", "busiest rank ms");
+  std::printf("%8s  %12s  %10s  %16s  %28s\n", "ranks", "batch ms", "speedup", "busiest rank ms",
+              "forward / backward / rest ms");
   for (const Prediction& q : predictions)
-    std::printf("%8d  %12.3f  %10.3f  %16.3f\n", q.ranks, 1e3 * q.batch_seconds,
-                serial / q.batch_seconds, 1e3 * q.busiest_seconds);
+    std::printf("%8d  %12.3f  %10.3f  %16.3f  %8.3f / %8.3f / %6.3f\n", q.ranks,
+                1e3 * q.batch_seconds, serial / q.batch_seconds, 1e3 * q.busiest_seconds,
+                1e3 * q.forward_seconds, 1e3 * q.backward_seconds, 1e3 * q.optimizer_seconds);
   if (break_even > 0)
     std::printf("break-even: %d ranks (the fewest listed that beat serial LibTorch)\n", break_even);
   else
@@ -225,7 +240,10 @@ int run(const PredictConfig& p, MPI_Comm comm) {
       list.push_back({{"ranks", q.ranks},
                       {"batch_ms", 1e3 * q.batch_seconds},
                       {"speedup_vs_serial", serial / q.batch_seconds},
-                      {"busiest_rank_ms", 1e3 * q.busiest_seconds}});
+                      {"busiest_rank_ms", 1e3 * q.busiest_seconds},
+                      {"forward_ms", 1e3 * q.forward_seconds},
+                      {"backward_ms", 1e3 * q.backward_seconds},
+                      {"optimizer_ms", 1e3 * q.optimizer_seconds}});
     const json out = {{"predictions", list},
                       {"serial_batch_ms", 1e3 * serial},
                       {"break_even_ranks", break_even > 0 ? json(break_even) : json(nullptr)},
@@ -261,7 +279,9 @@ Subcommand add_predict_command(CLI::App& weft) {
       "message latency in microseconds (default: ping-pong when run on 2 ranks, else 2)");
   opt("--bandwidth-gbs", "X",
       "message bandwidth in GB/s (default: ping-pong when run on 2 ranks, else 5)");
-  opt("--repeats", "INT", "timings per measured figure; the median is used (default 5)");
+  opt("--repeats", "INT",
+      "measuring passes, each timing every figure; a figure is its median over the passes "
+      "(default 9; fewer, but at least 3, once 20 s have gone)");
   return Subcommand{
       cmd, [flags, extra, cmd](MPI_Comm comm) {
         PredictConfig p;

@@ -1,6 +1,11 @@
 // `weft predict`: the costs of the model's own layers on this process (the only LibTorch file
-// of `predict`). Each figure is the median of `repeats` timings after one warm-up, at the
-// training batch size, in training mode, on the states the network actually produces.
+// of `predict`), at the training batch size, in training mode, on the states the network
+// actually produces. The speed of a shared machine drifts by tens of percent over seconds, so
+// a figure timed in one burst carries whatever speed that moment had, and figures timed at
+// different moments do not add up to a batch. Hence passes: each pass times every figure (the
+// median of a short burst after a warm-up), the passes follow one another over several seconds,
+// and each figure is the median over the passes: every figure sees the same spread of moments,
+// as the batches of a training epoch do.
 // Two private headers of weft_nn are read here so that the figures are those of the code that
 // runs: the spatial restriction and interpolation (spatial.hpp) and the stacked recurrent cell
 // (recurrent_solve.hpp).
@@ -32,10 +37,10 @@ double now() {
 }
 
 /// Median seconds of `body` over `repeats` runs after a warm-up; `setup` runs untimed first.
-/// Figures that take long (a deep network's serial batch) stop after a few seconds of timings.
+/// Figures that take long (a deep network's serial batch) stop after a second of timings.
 double median_seconds(int repeats, const std::function<void()>& setup,
                       const std::function<void()>& body) {
-  constexpr double kBudget = 3.0;
+  constexpr double kBudget = 1.0;
   std::vector<double> t;
   const double start = now();
   for (int k = 0; k <= repeats; ++k) {
@@ -298,7 +303,67 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   return m;
 }
 
-MeasuredCosts measure(const TrainConfig& c, int repeats) {
+/// The model as `weft train` runs it, at one rank (MPI_COMM_SELF), on one fixed batch: its
+/// solvers time their own sweeps per level (mgrit::Statistics::step_seconds_per_level).
+class InSituBatch {
+ public:
+  explicit InSituBatch(const TrainConfig& c) {
+    std::vector<std::int64_t> shape = image_shape(c);
+    shape[0] = c.batch;
+    torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
+    model_ = nn::LayerParallel(MPI_COMM_SELF, make_training_network(c.model, shape), c.parallel);
+    model_->train();
+    optimizer_ = make_optimizer(c, model_->parameters());
+    images_ = torch::randn(shape);
+    labels_ = torch::randint(0, 10, {c.batch}, torch::kInt64);
+  }
+  /// One training batch: the seconds of the forward and the adjoint solve per level: inside
+  /// its sweeps, plus its share of the solve's vector work outside them (interpolation,
+  /// injection, norms: the solver's other_seconds, shared in proportion to the sweeps).
+  std::pair<std::vector<double>, std::vector<double>> run() {
+    optimizer_->zero_grad();
+    torch::nn::functional::cross_entropy(model_->forward(images_), labels_).backward();
+    optimizer_->step();
+    const nn::BatchStatistics& s = model_->statistics();
+    return {per_level(s.forward.statistics), per_level(s.backward.statistics)};
+  }
+
+ private:
+  static std::vector<double> per_level(const mgrit::Statistics& st) {
+    std::vector<double> v = st.step_seconds_per_level;
+    const double scale = st.step_seconds > 0 ? 1.0 + st.other_seconds() / st.step_seconds : 1.0;
+    for (double& t : v) t *= scale;
+    return v;
+  }
+
+  nn::LayerParallel model_{nullptr};
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  Tensor images_, labels_;
+};
+
+/// The in-situ factors of `m` (MeasuredCosts::forward_in_situ): the measured sweep seconds per
+/// level over the same levels' steps in the one-rank schedule, priced from m's own figures.
+void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const std::vector<double>& forward,
+                 const std::vector<double>& adjoint) {
+  const mgrit::Schedule s = batch_schedule(c, m, 1);
+  std::vector<double> isolated_forward(forward.size()), isolated_adjoint(adjoint.size());
+  for (const mgrit::Event& e : s.front()) {
+    if (e.kind != mgrit::Event::Kind::Step) continue;
+    auto& sums = e.direction == mgrit::Direction::Forward ? isolated_forward : isolated_adjoint;
+    const auto l = static_cast<size_t>(e.level);
+    if (l < sums.size()) sums[l] += step_seconds(m, e, c.parallel.cache_graphs(), true);
+  }
+  auto factors = [](const std::vector<double>& measured, const std::vector<double>& priced) {
+    std::vector<double> f;
+    for (size_t l = 0; l < measured.size(); ++l)
+      f.push_back(priced[l] > 0 && measured[l] > 0 ? measured[l] / priced[l] : 1.0);
+    return f;
+  };
+  m.forward_in_situ = factors(forward, isolated_forward);
+  m.adjoint_in_situ = factors(adjoint, isolated_adjoint);
+}
+
+MeasuredCosts measure_pass(const TrainConfig& c, int repeats) {
   if (c.model.kind == "gru" || c.model.kind == "lstm") return measure_recurrent(c, repeats);
   MeasuredCosts m;
   m.threads = c.threads > 0 ? c.threads : 1;  // one core per rank unless --threads says
@@ -436,11 +501,78 @@ MeasuredCosts measure(const TrainConfig& c, int repeats) {
   return m;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Replaces each timed figure of passes[0] by its median over the passes (the sizes, counts and
+/// structure are the same in every pass).
+MeasuredCosts median_over(std::vector<MeasuredCosts> passes) {
+  MeasuredCosts m = passes.front();
+  auto each = [&](auto field) {
+    std::vector<double> v;
+    for (MeasuredCosts& q : passes) v.push_back(*field(q));
+    *field(m) = median(v);
+  };
+  auto each_element = [&](auto vector) {
+    for (size_t k = 0; k < vector(m)->size(); ++k)
+      each([&](MeasuredCosts& q) { return &(*vector(q))[k]; });
+  };
+  each_element([](MeasuredCosts& q) { return &q.forward; });
+  each_element([](MeasuredCosts& q) { return &q.forward_record; });
+  each_element([](MeasuredCosts& q) { return &q.adjoint_reuse; });
+  each_element([](MeasuredCosts& q) { return &q.adjoint_final; });
+  each_element([](MeasuredCosts& q) { return &q.adjoint_build; });
+  each_element([](MeasuredCosts& q) { return &q.axpy; });
+  each([](MeasuredCosts& q) { return &q.open_forward; });
+  each([](MeasuredCosts& q) { return &q.open_backward; });
+  each([](MeasuredCosts& q) { return &q.close; });
+  each([](MeasuredCosts& q) { return &q.optimizer; });
+  each([](MeasuredCosts& q) { return &q.serial_batch; });
+  each_element([](MeasuredCosts& q) { return &q.forward_in_situ; });
+  each_element([](MeasuredCosts& q) { return &q.adjoint_in_situ; });
+  for (size_t d = 0; d < m.spatial.size(); ++d) {
+    each_element([d](MeasuredCosts& q) { return &q.spatial[d].forward; });
+    each_element([d](MeasuredCosts& q) { return &q.spatial[d].adjoint_build; });
+    each_element([d](MeasuredCosts& q) { return &q.spatial[d].axpy; });
+    each_element([d](MeasuredCosts& q) { return &q.spatial[d].restriction; });
+    each_element([d](MeasuredCosts& q) { return &q.spatial[d].interpolation; });
+  }
+  return m;
+}
+
+/// `passes` passes (fewer, but at least 3, once 20 s have gone), each timing every figure in a
+/// burst of 3 after a warm-up, then one training batch of the model at one rank: each pass's
+/// in-situ factors compare figures and batch of the same moment.
+MeasuredCosts measure(const TrainConfig& c, int passes) {
+  constexpr int kBurst = 3, kMinPasses = 3;
+  constexpr double kBudget = 20.0;
+  std::vector<MeasuredCosts> all;
+  const double start = now();
+  std::unique_ptr<InSituBatch> in_situ;
+  const bool recurrent = c.model.kind == "gru" || c.model.kind == "lstm";
+  while (static_cast<int>(all.size()) < passes) {
+    all.push_back(measure_pass(c, kBurst));  // the first pass also checks the model (flag names)
+    if (!recurrent && !in_situ) {
+      in_situ = std::make_unique<InSituBatch>(c);
+      in_situ->run();  // warm-up
+    }
+    if (in_situ) {
+      const auto [forward, adjoint] = in_situ->run();
+      set_in_situ(c, all.back(), forward, adjoint);
+    }
+    if (static_cast<int>(all.size()) >= kMinPasses && now() - start > kBudget) break;
+  }
+  return median_over(std::move(all));
+}
+
 }  // namespace
 
-MeasuredCosts measure_costs(const TrainConfig& c, int repeats) {
+MeasuredCosts measure_costs(const TrainConfig& c, int passes) {
   try {
-    return measure(c, repeats);
+    return measure(c, passes);
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     throw BadData(std::string("measuring the model's costs: ") + e.what_without_backtrace());
   }

@@ -49,7 +49,7 @@ std::size_t state_bytes(const MeasuredCosts& m, mgrit::Direction direction, inde
 
 }  // namespace
 
-double step_seconds(const MeasuredCosts& m, const Event& e, bool cache_graphs) {
+double step_seconds(const MeasuredCosts& m, const Event& e, bool cache_graphs, bool isolated) {
   const int d = depth_of(m, e.direction, e.level);
   const SpatialCosts* coarse = d > 0 ? &m.spatial[static_cast<size_t>(d - 1)] : nullptr;
   if (e.kind == Event::Kind::Restrict || e.kind == Event::Kind::Interpolate) {
@@ -85,6 +85,9 @@ double step_seconds(const MeasuredCosts& m, const Event& e, bool cache_graphs) {
   // Coarse levels add the FAS right-hand side to every step's result.
   const auto q = static_cast<size_t>(forward ? b : a);
   if (e.level > 0) s += coarse ? coarse->axpy[q] : m.axpy[q];
+  const auto& in_situ = forward ? m.forward_in_situ : m.adjoint_in_situ;
+  if (!isolated && static_cast<size_t>(e.level) < in_situ.size())
+    s *= in_situ[static_cast<size_t>(e.level)];
   return s;
 }
 
@@ -146,8 +149,18 @@ mgrit::Schedule solve_schedule(const MeasuredCosts& m, const mgrit::Options& opt
   return s;
 }
 
+using PhaseEnds = std::vector<std::array<std::size_t, 2>>;
+
+/// Records every rank's event count as the end of phase `k`.
+void mark_phase(const mgrit::Schedule& s, PhaseEnds* ends, size_t k) {
+  if (!ends) return;
+  ends->resize(s.size());
+  for (size_t r = 0; r < s.size(); ++r) (*ends)[r][k] = s[r].size();
+}
+
 /// gru/lstm (nn/recurrent_solve.cpp): replicated, the sequence steps spread over the ranks.
-mgrit::Schedule recurrent_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks) {
+mgrit::Schedule recurrent_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks,
+                                   PhaseEnds* ends) {
   const auto [fwd, bwd] = solver_options(c, m, ranks);
   const std::size_t state = m.state_bytes.front();
   mgrit::Schedule s(static_cast<size_t>(ranks));
@@ -155,21 +168,24 @@ mgrit::Schedule recurrent_schedule(const TrainConfig& c, const MeasuredCosts& m,
   exchange_boundary(s, m, ranks);
   for (auto& ev : s) {
     ev.push_back(reduction(state));  // the final state broadcast from the last rank
-    ev.push_back(compute(m.close));  // head, loss and their backward, on every rank
   }
+  mark_phase(s, ends, 0);
+  for (auto& ev : s) ev.push_back(compute(m.close));  // head, loss and backward, every rank
   mgrit::append(s, solve_schedule(m, bwd, ranks), kAdjointTags);
   for (auto& ev : s) {
     ev.push_back(reduction(state));  // the initial state's gradient broadcast from rank 0
     ev.push_back(reduction(static_cast<std::size_t>(m.gradient_bytes)));  // fused all-reduce
-    ev.push_back(compute(m.optimizer));
   }
+  mark_phase(s, ends, 1);
+  for (auto& ev : s) ev.push_back(compute(m.optimizer));
   return s;
 }
 
 }  // namespace
 
-mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks) {
-  if (m.recurrent) return recurrent_schedule(c, m, ranks);
+mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks,
+                               PhaseEnds* phase_ends) {
+  if (m.recurrent) return recurrent_schedule(c, m, ranks, phase_ends);
   const index_t N = m.layers, points = N + 1;
   const auto [fwd, bwd] = solver_options(c, m, ranks);
   const auto last = static_cast<size_t>(ranks - 1);
@@ -178,6 +194,7 @@ mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int
   s[0].push_back(compute(m.open_forward));
   mgrit::append(s, solve_schedule(m, fwd, ranks), 0);
   exchange_boundary(s, m, ranks);
+  mark_phase(s, phase_ends, 0);
   // Close, loss and its gradient on the output rank; the loss value and λ_N's health shared.
   s[last].push_back(compute(m.close));
   for (auto& ev : s) {
@@ -186,6 +203,7 @@ mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int
   }
   mgrit::append(s, solve_schedule(m, bwd, ranks), kAdjointTags);
   s[0].push_back(compute(m.open_backward));
+  mark_phase(s, phase_ends, 1);
   // Each rank steps the optimizer over its own parameters.
   const double total =
       std::accumulate(m.parameters.begin(), m.parameters.end(), m.open_close_parameters);
@@ -209,11 +227,24 @@ Prediction predict_batch(const TrainConfig& c, const MeasuredCosts& m, const Lin
   // it reuses the forward's graph).
   const bool cache = c.parallel.cache_graphs() && !m.recurrent;
   cost.step_seconds = [&](const Event& e) { return step_seconds(m, e, cache); };
-  const mgrit::Timeline t = mgrit::simulate(batch_schedule(c, m, ranks), cost);
+  PhaseEnds ends;
+  const mgrit::Schedule s = batch_schedule(c, m, ranks, &ends);
+  const mgrit::Timeline t = mgrit::simulate(s, cost);
+  // Each phase's end: the batch's events up to it, on the same clocks.
+  auto until = [&](size_t k) {
+    mgrit::Schedule prefix(s.size());
+    for (size_t r = 0; r < s.size(); ++r)
+      prefix[r].assign(s[r].begin(), s[r].begin() + static_cast<std::ptrdiff_t>(ends[r][k]));
+    return mgrit::simulate(prefix, cost).makespan;
+  };
   Prediction p;
   p.ranks = ranks;
   p.batch_seconds = t.makespan;
   p.busiest_seconds = *std::max_element(t.busy.begin(), t.busy.end());
+  const double forward_end = until(0), backward_end = until(1);
+  p.forward_seconds = forward_end;
+  p.backward_seconds = backward_end - forward_end;
+  p.optimizer_seconds = t.makespan - backward_end;
   return p;
 }
 

@@ -464,6 +464,17 @@ TEST(Statistics, MultilevelCountsAndTimes) {
   EXPECT_GE(s.solve_seconds, s.step_seconds);
   EXPECT_GE(s.step_seconds, 0.0);
   EXPECT_GE(s.comm_seconds, 0.0);
+  // The sweep time split by level adds up to the whole, and a level that stepped took time.
+  ASSERT_EQ(s.step_seconds_per_level.size(), 3u);
+  double sum = 0;
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_GE(s.step_seconds_per_level[l], 0.0);
+    if (s.steps_per_level[l] > 0) {
+      EXPECT_GT(s.step_seconds_per_level[l], 0.0) << "level " << l;
+    }
+    sum += s.step_seconds_per_level[l];
+  }
+  EXPECT_NEAR(sum, s.step_seconds, 1e-9 + 1e-9 * s.step_seconds);
 }
 
 // Two components on the fine grid, one on coarse grids: coarsen averages, refine duplicates.

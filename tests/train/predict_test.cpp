@@ -52,7 +52,25 @@ TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
     const double batch = p.at("batch_ms").get<double>();
     EXPECT_GT(batch, 0.0);
     EXPECT_NEAR(p.at("speedup_vs_serial").get<double>(), serial / batch, 1e-9 * serial / batch);
+    // The phases split the batch where its slowest rank ends each.
+    const double fwd = p.at("forward_ms").get<double>(), bwd = p.at("backward_ms").get<double>(),
+                 rest = p.at("optimizer_ms").get<double>();
+    EXPECT_GT(fwd, 0.0);
+    EXPECT_GT(bwd, 0.0);
+    EXPECT_GE(rest, 0.0);
+    EXPECT_NEAR(fwd + bwd + rest, batch, 1e-9 * batch);
   }
+  // The solvers' own time at one rank over the isolated figures: one factor per level, each a
+  // plausible ratio of two timings of the same steps (a wrong level mapping gives 0 or huge).
+  const json& costs = j.at("costs");
+  for (const char* key : {"forward_in_situ_per_level", "adjoint_in_situ_per_level"}) {
+    ASSERT_EQ(costs.at(key).size(), 2u) << key << costs.dump();
+    for (const json& f : costs.at(key)) {
+      EXPECT_GT(f.get<double>(), 0.2) << key;
+      EXPECT_LT(f.get<double>(), 20.0) << key;
+    }
+  }
+  EXPECT_NE(r.out.find("in situ, per level"), std::string::npos) << r.out;
   EXPECT_NE(j.at("link_source").get<std::string>().find("ping-pong"), std::string::npos);
   EXPECT_GT(j.at("bandwidth_gbs").get<double>(), 0.0);
 }

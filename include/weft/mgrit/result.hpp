@@ -8,15 +8,16 @@
 namespace weft::mgrit {
 
 struct Statistics {
-  std::vector<index_t> intervals_per_level;  ///< the hierarchy actually built
-  std::vector<index_t> steps_per_level;      ///< step evaluations on this rank, per level
-  double setup_seconds = 0;                  ///< hierarchy, distribution, storage
-  double solve_seconds = 0;                  ///< the whole solve() call on this rank
-  double step_seconds = 0;                   ///< inside sweeps: steps and vector operations
-  double comm_seconds = 0;                   ///< waiting for messages and collectives
-  index_t messages_sent = 0;                 ///< states sent to the right neighbour, last solve
-  index_t messages_received = 0;             ///< states received from the left neighbour
-  index_t reductions = 0;                    ///< residual norm reductions (collectives)
+  std::vector<index_t> intervals_per_level;    ///< the hierarchy actually built
+  std::vector<index_t> steps_per_level;        ///< step evaluations on this rank, per level
+  double setup_seconds = 0;                    ///< hierarchy, distribution, storage
+  double solve_seconds = 0;                    ///< the whole solve() call on this rank
+  double step_seconds = 0;                     ///< inside sweeps: steps and vector operations
+  std::vector<double> step_seconds_per_level;  ///< step_seconds split by level
+  double comm_seconds = 0;                     ///< waiting for messages and collectives
+  index_t messages_sent = 0;                   ///< states sent to the right neighbour, last solve
+  index_t messages_received = 0;               ///< states received from the left neighbour
+  index_t reductions = 0;                      ///< residual norm reductions (collectives)
   double other_seconds() const { return solve_seconds - step_seconds - comm_seconds; }
   index_t total_steps() const {
     index_t s = 0;

@@ -104,6 +104,7 @@ class Solver {
     typename Transport::Request send_req = Transport::null_request(),
                                 recv_req = Transport::null_request();
     index_t steps = 0;
+    double sweep_seconds = 0;  ///< inside this level's sweeps, as sweep_time_
     bool empty() const { return lo == hi; }
   };
 
@@ -288,6 +289,7 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
     owner_by_position_[static_cast<size_t>(q)] = dist.rank_at_position(q);
   stats_.intervals_per_level = hierarchy_.intervals_per_level();
   stats_.steps_per_level.assign(levels_.size(), 0);
+  stats_.step_seconds_per_level.assign(levels_.size(), 0.0);
   stats_.setup_seconds = now() - t_setup;
 }
 
@@ -469,7 +471,11 @@ void Solver<App, Transport>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& 
     }
   }
   finish_send(L);
-  sweep_time_ += (now() - t_start) - (comm_time_ - comm_before);
+  {
+    const double inside = (now() - t_start) - (comm_time_ - comm_before);
+    sweep_time_ += inside;
+    L.sweep_seconds += inside;
+  }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -514,7 +520,11 @@ void Solver<App, Transport>::fas_rhs(int l) {
   }
   finish_send(L);
   L.g_active = true;
-  sweep_time_ += (now() - t_start) - (comm_time_ - comm_before);
+  {
+    const double inside = (now() - t_start) - (comm_time_ - comm_before);
+    sweep_time_ += inside;
+    L.sweep_seconds += inside;
+  }
 }
 
 // FAS restriction from level l: a sweep that ends with the residual at every C-point > 0,
@@ -759,7 +769,10 @@ void Solver<App, Transport>::initialize() {
     }
     Ops::copy(app_, like, L.recv_state);
   }
-  for (Level& L : levels_) L.steps = 0;
+  for (Level& L : levels_) {
+    L.steps = 0;
+    L.sweep_seconds = 0;
+  }
   comm_time_ = sweep_time_ = residual_acc_ = 0;
   stats_.messages_sent = stats_.messages_received = stats_.reductions = 0;
 }
@@ -838,7 +851,10 @@ Result Solver<App, Transport>::solve() {
     final_sweep();
   }
   solved_once_ = true;
-  for (size_t l = 0; l < levels_.size(); ++l) stats_.steps_per_level[l] = levels_[l].steps;
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    stats_.steps_per_level[l] = levels_[l].steps;
+    stats_.step_seconds_per_level[l] = levels_[l].sweep_seconds;
+  }
   stats_.solve_seconds = now() - t_solve;
   stats_.comm_seconds = comm_time_;
   stats_.step_seconds = sweep_time_;
