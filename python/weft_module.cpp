@@ -502,20 +502,30 @@ class PyRecurrent {
  public:
   PyRecurrent(const py::object& comm, const std::string& cell, std::int64_t input_size,
               std::int64_t hidden_size, std::int64_t num_layers, bool output_sequence,
-              const nn::LayerParallelOptions& solver) {
+              const nn::LayerParallelOptions& solver, const std::string& coarse_input,
+              double implicit_step, int implicit_iterations) {
     if (cell != "gru" && cell != "lstm")
       throw InvalidOption("weft.Recurrent", "cell",
                           "'" + cell + "' is invalid; accepted: gru, lstm");
+    if (coarse_input != "start" && coarse_input != "mean")
+      throw InvalidOption("weft.Recurrent", "coarse_input",
+                          "'" + coarse_input + "' is invalid; accepted: start, mean");
     const MPI_Comm parent = communicator_of(comm);
     nn::RecurrentOptions options(cell == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM, input_size,
                                  hidden_size);
-    options.num_layers(num_layers).output_sequence(output_sequence).solver(solver);
+    options.num_layers(num_layers)
+        .output_sequence(output_sequence)
+        .solver(solver)
+        .coarse_input(coarse_input == "mean" ? nn::CoarseInput::Mean : nn::CoarseInput::Start)
+        .implicit_step(implicit_step)
+        .implicit_iterations(implicit_iterations);
     py::gil_scoped_release nogil;
     model_ = nn::Recurrent(parent, options);
   }
 
-  /// (output or None, h_n, c_n or None), the same on every rank.
-  py::tuple forward(const Tensor& input, const py::object& h0, const py::object& c0) {
+  /// (output or None, h_n, c_n or None), the same on every rank; `distributed`: forward_local.
+  py::tuple forward(const Tensor& input, const py::object& h0, const py::object& c0,
+                    bool distributed) {
     auto optional = [](const py::object& t) {
       return t.is_none() ? Tensor() : THPVariable_Unpack(t.ptr());
     };
@@ -523,7 +533,7 @@ class PyRecurrent {
     nn::RecurrentOutput out;
     {
       py::gil_scoped_release nogil;
-      out = model_->forward(input, h, c);
+      out = distributed ? model_->forward_local(input, h, c) : model_->forward(input, h, c);
     }
     auto none_if_empty = [](const Tensor& t) -> py::object {
       return t.defined() && t.numel() > 0 ? py::cast(t) : py::object(py::none());
@@ -624,11 +634,15 @@ PYBIND11_MODULE(_weft, m) {
 
   py::class_<PyRecurrent>(m, "RecurrentCore", "weft::nn::Recurrent; use weft.Recurrent")
       .def(py::init<const py::object&, const std::string&, std::int64_t, std::int64_t, std::int64_t,
-                    bool, const weft::nn::LayerParallelOptions&>(),
+                    bool, const weft::nn::LayerParallelOptions&, const std::string&, double, int>(),
            py::arg("comm"), py::arg("cell"), py::arg("input_size"), py::arg("hidden_size"),
-           py::arg("num_layers"), py::arg("output_sequence"), py::arg("options"))
+           py::arg("num_layers"), py::arg("output_sequence"), py::arg("options"),
+           py::arg("coarse_input") = "start", py::arg("implicit_step") = 0.0,
+           py::arg("implicit_iterations") = 3)
       .def("forward", &PyRecurrent::forward, py::arg("input"), py::arg("h0") = py::none(),
-           py::arg("c0") = py::none())
+           py::arg("c0") = py::none(), py::arg("distributed") = false)
+      .def("local_steps",
+           [](PyRecurrent& s, std::int64_t length) { return s.model()->local_steps(length); })
       .def("set_options", &PyRecurrent::set_solver)
       .def("options", [](PyRecurrent& s) { return s.model()->options().solver(); })
       .def("named_parameters", [](PyRecurrent& s) { return items(s.model()->named_parameters()); })

@@ -15,6 +15,9 @@ json to_json(const ModelConfig& m) {
     j["hidden"] = m.hidden;
     j["rnn_layers"] = m.rnn_layers;
     j["sequence"] = m.sequence;
+    j["coarse_input"] = m.coarse_input;
+    j["implicit_step"] = m.implicit_step;
+    j["implicit_iterations"] = m.implicit_iterations;
   } else if (m.kind == "stages" || m.kind == "conv3d") {
     j["stage_channels"] = m.stage_channels;
     j["stage_steps"] = m.stage_steps;
@@ -40,7 +43,14 @@ json checkpoint_metadata(const std::string& dir) {
       throw BadData("checkpoint " + dir + ": the metadata has no '" + key +
                     "' (not written by weft train?)");
   try {
-    model_from_json(meta.at("model"));
+    const ModelConfig m = model_from_json(meta.at("model"));
+    if (m.coarse_input != "start" && m.coarse_input != "mean")
+      throw BadData("checkpoint " + dir + ": the model's coarse_input '" + m.coarse_input +
+                    "' is not start or mean");
+    if (!(m.implicit_step >= 0) || m.implicit_iterations < 1)
+      throw BadData("checkpoint " + dir + ": the model's implicit_step " +
+                    number_text(m.implicit_step) + " or implicit_iterations " +
+                    std::to_string(m.implicit_iterations) + " is invalid");
     image_size(meta);
     image_depth(meta);
     meta.at("epoch").get<int>();
@@ -77,6 +87,10 @@ ModelConfig model_from_json(const json& j) {
     m.hidden = j.at("hidden").get<std::int64_t>();
     m.rnn_layers = j.at("rnn_layers").get<std::int64_t>();
     m.sequence = j.at("sequence").get<std::string>();
+    // Checkpoints from before these options existed: torch's cell, coarse input start.
+    m.coarse_input = j.value("coarse_input", std::string("start"));
+    m.implicit_step = j.value("implicit_step", 0.0);
+    m.implicit_iterations = j.value("implicit_iterations", 3);
   } else if (m.kind == "stages" || m.kind == "conv3d") {
     m.stage_channels = j.at("stage_channels").get<std::vector<std::int64_t>>();
     m.stage_steps = j.at("stage_steps").get<std::vector<std::int64_t>>();
@@ -93,10 +107,15 @@ ModelConfig model_from_json(const json& j) {
 std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols) {
   if (m.kind == "gru" || m.kind == "lstm")
     return fmt::format(
-        "{} {} layer(s), hidden {}, over the image as a sequence of {} ({} steps of {}); "
-        "close linear({}->10) on the final hidden state; seed {}",
-        m.kind, m.rnn_layers, m.hidden, m.sequence, m.sequence == "rows" ? rows : rows * cols,
-        m.sequence == "rows" ? cols : 1, m.hidden, m.seed);
+        "{} {} layer(s), hidden {}, {}, over the image as a sequence of {} ({} steps of {}); "
+        "coarse input {}; close linear({}->10) on the final hidden state; seed {}",
+        m.kind, m.rnn_layers, m.hidden,
+        m.implicit_step > 0 ? fmt::format("implicit cell (backward Euler, step {}, {} fixed-point "
+                                          "iteration(s))",
+                                          m.implicit_step, m.implicit_iterations)
+                            : std::string("torch's cell"),
+        m.sequence, m.sequence == "rows" ? rows : rows * cols, m.sequence == "rows" ? cols : 1,
+        m.coarse_input, m.hidden, m.seed);
   if (m.kind == "stages" || m.kind == "conv3d") {
     const char* conv = m.kind == "conv3d" ? "conv3x3x3" : "conv3x3";
     std::string text = m.kind;

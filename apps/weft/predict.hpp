@@ -27,9 +27,10 @@ struct SpatialCosts {
 };
 
 /// Seconds per evaluation, measured with the model's own layers at the training batch size.
-/// gru/lstm: the T sequence steps are the layers (one stacked-cell evaluation each, a coarse
-/// step one too), open is empty, close is the head with loss and backward on every rank, and
-/// the optimizer steps every parameter on every rank (the model is replicated).
+/// gru/lstm: the T sequence steps are the layers (one stacked-cell step each, a coarse step one
+/// too; the implicit cell's step, measured as it runs, is its fixed-point iterations), open is
+/// empty, close is the head with loss and backward on every rank, and the optimizer steps every
+/// parameter on every rank (the model is replicated).
 struct MeasuredCosts {
   std::int64_t layers = 0;               ///< N chain layers (steps and transitions)
   std::vector<bool> transition;          ///< per layer

@@ -196,8 +196,12 @@ int run(const PredictConfig& p, MPI_Comm comm) {
               1e3 * serial);
   if (m.recurrent)
     std::printf(
-        "%lld sequence steps; one cell step: %.3f ms forward, %.3f ms adjoint (build + vjp)\n",
-        static_cast<long long>(m.layers), 1e3 * m.forward.front(), 1e3 * m.adjoint_build.front());
+        "%lld sequence steps; one %s step: %.3f ms forward, %.3f ms adjoint (build + vjp)\n",
+        static_cast<long long>(m.layers),
+        c.model.implicit_step > 0
+            ? fmt::format("implicit-cell ({} iterations)", c.model.implicit_iterations).c_str()
+            : "cell",
+        1e3 * m.forward.front(), 1e3 * m.adjoint_build.front());
   if (!m.forward_in_situ.empty()) {
     auto list = [](const std::vector<double>& v) {
       std::string out;

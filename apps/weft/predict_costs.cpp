@@ -174,9 +174,10 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
   }
 }
 
-/// gru/lstm: one stacked-cell step (nn::detail::StackedCell, as the MGRIT steps evaluate it) in
-/// each of the ways the Recurrent solves use it, the head, the optimizer, and the serial
-/// reference: torch::nn::GRU/LSTM over the sequence with the same head, loss and optimizer.
+/// gru/lstm: one stacked-cell step (nn::detail::StackedCell, as the MGRIT steps evaluate it,
+/// the implicit cell with its iterations included) in each of the ways the Recurrent solves use
+/// it, the head, the optimizer, and the serial reference: torch::nn::GRU/LSTM over the sequence
+/// (the implicit cell: its steps in sequence order) with the same head, loss and optimizer.
 MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   MeasuredCosts m;
   m.recurrent = true;
@@ -193,6 +194,8 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   nn::detail::StackedCell cell;
   cell.kind = lstm ? nn::CellKind::LSTM : nn::CellKind::GRU;
   cell.layers = L;
+  cell.implicit_step = c.model.implicit_step;
+  cell.implicit_iterations = c.model.implicit_iterations;
   torch::nn::LSTM lstm_module{nullptr};
   torch::nn::GRU gru_module{nullptr};
   if (lstm)
@@ -287,12 +290,18 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   auto optimizer = make_optimizer(c, all);
   auto serial_step = [&] {
     optimizer->zero_grad();
-    Tensor h_n;
-    if (lstm)
-      h_n = std::get<0>(std::get<1>(lstm_module->forward(x)));
-    else
-      h_n = std::get<1>(gru_module->forward(x));
-    torch::nn::functional::cross_entropy(head(h_n[L - 1]), labels).backward();
+    Tensor top;                    // the top layer's final hidden state
+    if (cell.implicit_step > 0) {  // --serial runs weft's cell on one rank: its sequential chain
+      nn::detail::TensorTuple s = s0;
+      for (Tensor& t : s) t = torch::zeros_like(t);
+      for (std::int64_t t = 0; t < T; ++t) s = cell.step(s, x[t], params);
+      top = s[cell.top_h()];
+    } else if (lstm) {
+      top = std::get<0>(std::get<1>(lstm_module->forward(x)))[L - 1];
+    } else {
+      top = std::get<1>(gru_module->forward(x))[L - 1];
+    }
+    torch::nn::functional::cross_entropy(head(top), labels).backward();
   };
   m.serial_batch = median_seconds(repeats, [&] {
     serial_step();

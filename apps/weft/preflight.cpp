@@ -124,6 +124,10 @@ void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::st
   differs("--hidden", std::to_string(c.model.hidden), std::to_string(stored.hidden));
   differs("--rnn-layers", std::to_string(c.model.rnn_layers), std::to_string(stored.rnn_layers));
   differs("--sequence", c.model.sequence, stored.sequence);
+  differs("--coarse-input", c.model.coarse_input, stored.coarse_input);
+  differs("--implicit-step", number_text(c.model.implicit_step), number_text(stored.implicit_step));
+  differs("--implicit-iterations", std::to_string(c.model.implicit_iterations),
+          std::to_string(stored.implicit_iterations));
   differs("--optimizer", c.optimizer, optimizer);
   if (c.epochs <= epoch)
     throw InvalidOption(fmt::format(

@@ -39,6 +39,9 @@ struct TrainDefaults {
   static constexpr const char* hidden = "64";
   static constexpr const char* rnn_layers = "1";
   static constexpr const char* sequence = "rows";
+  static constexpr const char* coarse_input = "start";
+  static constexpr const char* implicit_step = "0";
+  static constexpr const char* implicit_iterations = "3";
   // gru/lstm: the per-batch cost is mostly per step, so larger batches train faster
   static constexpr const char* rnn_batch = "100";
 };
@@ -176,8 +179,20 @@ TrainConfig resolve_train(const Flags& f) {
                                      "an integer in [1, 64]", 64);
   const std::vector<std::string> orders = {"rows", "pixels"};
   c.model.sequence = orders[parse_choice("--sequence", f.get("--sequence", D::sequence), orders)];
+  const std::vector<std::string> coarse_inputs = {"start", "mean"};
+  c.model.coarse_input = coarse_inputs[parse_choice(
+      "--coarse-input", f.get("--coarse-input", D::coarse_input), coarse_inputs)];
+  const std::string dt_text = f.get("--implicit-step", D::implicit_step);
+  c.model.implicit_step =
+      parse_number("--implicit-step", dt_text, "0 (torch's cell) or a number > 0");
+  if (!(c.model.implicit_step >= 0))
+    invalid_value("--implicit-step", dt_text, "0 (torch's cell) or a number > 0");
+  c.model.implicit_iterations = static_cast<int>(
+      parse_integer("--implicit-iterations", f.get("--implicit-iterations", D::implicit_iterations),
+                    1, "an integer in [1, 1000]", 1000));
   if (!recurrent)
-    for (const char* flag : {"--hidden", "--rnn-layers", "--sequence"})
+    for (const char* flag : {"--hidden", "--rnn-layers", "--sequence", "--coarse-input",
+                             "--implicit-step", "--implicit-iterations"})
       if (f.options.at(flag)->count() > 0)
         invalid_value(flag, f.text.at(flag), "used with --model gru|lstm only");
   c.data_ranks = static_cast<int>(parse_integer(
@@ -213,9 +228,10 @@ TrainConfig resolve_train(const Flags& f) {
   if (c.momentum < 0 || c.momentum >= 1)
     invalid_value("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
   c.threads = static_cast<int>(parse_threads(f.get("--threads", "0")));
-  for (const char* flag : {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer",
-                           "--model", "--stage-channels", "--stage-steps", "--batchnorm",
-                           "--dropout", "--hidden", "--rnn-layers", "--sequence"})
+  for (const char* flag :
+       {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer", "--model",
+        "--stage-channels", "--stage-steps", "--batchnorm", "--dropout", "--hidden", "--rnn-layers",
+        "--sequence", "--coarse-input", "--implicit-step", "--implicit-iterations"})
     if (f.options.at(flag)->count() > 0) c.given.insert(flag);
   c.serial = f.serial;
   c.progress = !f.no_progress;
@@ -259,6 +275,17 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
   f->add(*cmd, "--sequence", "rows|pixels",
          fmt::format("gru/lstm: rows = 28 steps of 28 pixels, pixels = 784 steps of 1 (default {})",
                      D::sequence));
+  f->add(*cmd, "--coarse-input", "start|mean",
+         fmt::format("gru/lstm: the input of a coarse MGRIT step: the first of the steps it "
+                     "stands for, or their mean (default {})",
+                     D::coarse_input));
+  f->add(*cmd, "--implicit-step", "DT",
+         fmt::format("gru/lstm: 0 = torch's cell; DT > 0 = the implicit cell, one backward-Euler "
+                     "step of ds/dt = cell(s, x) - s of size DT per sequence step (default {})",
+                     D::implicit_step));
+  f->add(*cmd, "--implicit-iterations", "K",
+         fmt::format("gru/lstm: fixed-point iterations of the implicit cell (default {})",
+                     D::implicit_iterations));
   f->add(*cmd, "--stage-channels", "INT,INT...",
          fmt::format("stages: channels of each stage (default {})", D::stage_channels));
   f->add(*cmd, "--stage-steps", "INT,INT...",

@@ -179,6 +179,9 @@ class Model {
       spec.width = like.images.size(3);
       spec.seed = m.seed;
       spec.solver = opts;
+      spec.coarse_input = m.coarse_input == "mean" ? nn::CoarseInput::Mean : nn::CoarseInput::Start;
+      spec.implicit_step = m.implicit_step;
+      spec.implicit_iterations = m.implicit_iterations;
       spec.serial = serial;
       recurrent_ = models::SequenceClassifier(comm, spec);
       data_ = serial ? MPI_COMM_NULL : data;
@@ -476,7 +479,9 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   const bool root = rank == 0;
   if (root) {
     std::printf("weft train: %s, %lld training / %lld test images %s from %s\n",
-                c.serial       ? "sequential LibTorch (--serial)"
+                c.serial && c.model.implicit_step > 0
+                    ? "sequential (--serial: weft's implicit cell on one rank, exact mode)"
+                : c.serial     ? "sequential LibTorch (--serial)"
                 : replicas > 1 ? fmt::format("{} replicas x layer-parallel on {} rank(s)", replicas,
                                              ranks / replicas)
                                      .c_str()

@@ -27,7 +27,10 @@ struct ModelConfig {
   // gru | lstm (weft::models::SequenceClassifier)
   std::int64_t hidden = 64;
   std::int64_t rnn_layers = 1;
-  std::string sequence = "rows";  ///< rows | pixels
+  std::string sequence = "rows";       ///< rows | pixels
+  std::string coarse_input = "start";  ///< start | mean: the input of coarse MGRIT steps
+  double implicit_step = 0.0;          ///< 0: torch's cell; > 0: the implicit cell's Δt
+  int implicit_iterations = 3;         ///< fixed-point iterations of the implicit cell
   // all
   double t_final = 1.0;  ///< T (per stage for stages)
   std::uint64_t seed = 1;

@@ -268,18 +268,51 @@ class Recurrent(_CoreModule):
     (created on rank 0, broadcast); each rank computes its chunk of the steps and gradients are
     summed over the ranks. forward(input [T, B, input_size], h0=None, c0=None) is collective and
     returns (output [T, B, H] or None, h_n [L, B, H], c_n [L, B, H] or None) on every rank;
-    gradients reach input, h0, c0 and the parameters through autograd."""
+    gradients reach input, h0, c0 and the parameters through autograd.
+
+    Cell and coarse steps (weft::nn::RecurrentOptions): coarse_input 'start' (a coarse MGRIT step
+    takes the input at its start) or 'mean' (the mean of the inputs of the steps it stands for);
+    implicit_step 0 (torch's cell) or Δt > 0, the implicit cell: one backward-Euler step of
+    ds/dt = cell(s, x) - s per sequence step, solved by implicit_iterations (>= 1) fixed-point
+    iterations. Invalid values raise weft.InvalidOption (TypeError for a wrong type)."""
 
     def __init__(self, comm, cell, input_size, hidden_size, num_layers=1, output_sequence=False,
-                 options=None):
+                 options=None, coarse_input="start", implicit_step=0.0, implicit_iterations=3):
         super().__init__()
         if options is None:
             options = Options.exact()
         elif not isinstance(options, Options):
             raise TypeError(f"weft.Recurrent: options must be weft.Options, not a "
                             f"{type(options).__name__}")
+        if not isinstance(coarse_input, str):
+            raise TypeError(f"weft.Recurrent: coarse_input must be 'start' or 'mean', not a "
+                            f"{type(coarse_input).__name__}")
+        if isinstance(implicit_step, bool) or not isinstance(implicit_step, (int, float)):
+            raise TypeError(f"weft.Recurrent: implicit_step must be a number, not a "
+                            f"{type(implicit_step).__name__}")
+        if isinstance(implicit_iterations, bool) or not isinstance(implicit_iterations, int):
+            raise TypeError(f"weft.Recurrent: implicit_iterations must be an int, not a "
+                            f"{type(implicit_iterations).__name__}")
+        if not 1 <= implicit_iterations <= 2**31 - 1:
+            raise InvalidOption(f"weft.Recurrent: implicit_iterations = {implicit_iterations} "
+                                f"is invalid; need an integer >= 1")
         self._core = RecurrentCore(comm, str(cell), int(input_size), int(hidden_size),
-                                   int(num_layers), bool(output_sequence), options)
+                                   int(num_layers), bool(output_sequence), options,
+                                   coarse_input, float(implicit_step), implicit_iterations)
 
     def forward(self, input, h0=None, c0=None):
         return self._core.forward(input, h0, c0)
+
+    def forward_local(self, local_input, h0=None, c0=None):
+        """Collective, distributed mode: each rank passes only the rows of its own steps,
+        local_input [local steps, B, input_size] = rows local_steps(T) of the sequence (T is the
+        sum over the ranks; weft.BadData on every rank when a chunk is not its rank's share).
+        Returns (this rank's rows of the output sequence or None, h_n, c_n or None); h_n and c_n
+        are the same on every rank. Gradients: the loss is the sum over the ranks of each
+        rank's terms in its output rows, plus the terms in h_n / c_n, which count once (compute
+        them alike on every rank); the input gradient is the local rows'."""
+        return self._core.forward(local_input, h0, c0, distributed=True)
+
+    def local_steps(self, length):
+        """The steps (first, end) this rank computes for a sequence of `length` steps."""
+        return self._core.local_steps(int(length))

@@ -36,7 +36,7 @@ void RecurrentOptions::validate() const {
   positive("implicit_iterations", implicit_iterations_);
   if (!(implicit_step_ >= 0) || !std::isfinite(implicit_step_))
     throw InvalidOption("recurrent network", "implicit_step",
-                        "= " + std::to_string(implicit_step_) +
+                        "= " + number_text(implicit_step_) +
                             " is invalid; need 0 (explicit cell) or a finite step > 0");
   solver_.validate();
 }

@@ -1,9 +1,9 @@
 // `weft predict` end to end on a tiny generated data set: the JSON it writes (a prediction per
 // requested rank count, speedups that are serial / batch, the ping-pong on 2 ranks), the
-// recurrent models (the sequence steps are the layers), conv3d on the cached 3-D set's shape
-// without generating it, the per-depth figures of levels coarsened in space, and bad input
-// (more ranks than layers or steps, unknown flags, a state too small to coarsen) as one line
-// with exit code 2.
+// recurrent models (the sequence steps are the layers; the implicit cell priced as it runs),
+// conv3d on the cached 3-D set's shape without generating it, the per-depth figures of levels
+// coarsened in space, and bad input (more ranks than layers or steps, unknown flags, a state too
+// small to coarsen) as one line with exit code 2.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -101,6 +101,26 @@ TEST(Predict, RecurrentModelsPredictOverTheirSequenceSteps) {
     EXPECT_GT(j.at("serial_batch_ms").get<double>(), 0.0) << flags;
   }
   expect_one_line(weft(0, base + " --model gru --sequence rows --ranks 16", dir), 2, "--ranks");
+}
+
+// The implicit cell's step is its fixed-point iterations, each a cell evaluation: predict times
+// the real cell, so 8 iterations cost several explicit steps (the bound leaves room for noise).
+TEST(Predict, TheImplicitCellIsPricedWithItsIterations) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 12, 8).string();
+  const std::string base =
+      "predict --threads 1 --repeats 5 --hidden 3 --batch 4 --model gru --ranks 1,2 --data " + data;
+  const json torch_cell = predict_json(base, dir, "torch");
+  const json implicit =
+      predict_json(base + " --implicit-step 0.5 --implicit-iterations 8", dir, "implicit");
+  ASSERT_TRUE(torch_cell.is_object());
+  ASSERT_TRUE(implicit.is_object());
+  for (const char* figure : {"forward_ms", "adjoint_build_ms"}) {
+    const double one = torch_cell.at("costs").at(figure)[0].get<double>();
+    EXPECT_GT(implicit.at("costs").at(figure)[0].get<double>(), 2 * one) << figure;
+  }
+  EXPECT_GT(implicit.at("serial_batch_ms").get<double>(),
+            2 * torch_cell.at("serial_batch_ms").get<double>());
 }
 
 TEST(Predict, LevelsCoarsenedInSpaceHaveTheirOwnStateSizesAndCosts) {
