@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The predicted strong-scaling tables of docs/scaling.md: `weft predict` (on 2 ranks, for the
+# ping-pong) for the default ResNet (exact and 2 levels), the stages network, a 1024-layer
+# ResNet (5 levels) and the GRU over rows (exact and 2 levels); prints batch ms and speedup over
+# serial LibTorch per rank count, and the in-situ factors. JSON files go to $OUT (default a
+# temporary folder). Build first (bash scripts/build.sh). Takes ~5-10 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/mpi-env.sh
+WEFT=build/apps/weft/weft
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); JSON in $OUT"
+run() {
+  local name=$1
+  shift
+  mpirun -np 2 "$WEFT" predict --threads 1 --json "$OUT/$name.json" "$@" >/dev/null
+}
+run resnet_exact --exact --ranks 1,2,4,8
+run resnet_2levels --fwd-levels 2 --bwd-levels 2 --ranks 1,2,4,8
+run stages --model stages --ranks 1,2,4,8
+run gru_rows_exact --model gru --exact --ranks 1,2,4,8,16
+run gru_rows_2levels --model gru --fwd-levels 2 --bwd-levels 2 --ranks 1,2,4,8,16
+run resnet1024_5levels --steps 1024 --fwd-levels 5 --bwd-levels 5 \
+  --ranks 1,2,4,8,16,32,64,128,256,512,1024
+/usr/bin/python3 - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+for name in ["resnet_exact", "resnet_2levels", "stages", "gru_rows_exact", "gru_rows_2levels",
+             "resnet1024_5levels"]:
+    d = json.load(open(os.path.join(out, name + ".json")))
+    c = d["costs"]
+    situ = ""
+    if c.get("forward_in_situ_per_level"):
+        situ = "; in situ forward %s, adjoint %s" % (
+            ", ".join("%.2f" % f for f in c["forward_in_situ_per_level"]),
+            ", ".join("%.2f" % f for f in c["adjoint_in_situ_per_level"]))
+    print(f"{name}: serial {d['serial_batch_ms']:.1f} ms; break-even "
+          f"{d['break_even_ranks']}{situ}")
+    print("  " + "  ".join(f"P={p['ranks']}: {p['batch_ms']:.1f} ms ({p['speedup_vs_serial']:.2f}x)"
+                           for p in d["predictions"]))
+PY
