@@ -61,7 +61,7 @@ struct Recipe {
 };
 constexpr Recipe kExactRecipe{"1", "4", "2", "1", "2", "0.001", "constant"};
 constexpr Recipe kStagesRecipe{"2", "2", "1", "1", "5", "0.003", "cosine"};
-constexpr Recipe kRecurrentRecipe{"1", "4", "2", "1", "2", "0.002", "constant"};
+constexpr Recipe kRecurrentRecipe{"1", "4", "2", "1", "3", "0.002", "constant"};
 
 const Recipe& recipe_of(const std::string& model) {
   if (model == "stages") return kStagesRecipe;
@@ -358,11 +358,11 @@ Subcommand add_train_command(CLI::App& weft) {
       "(--exact: one level both ways) is the default except for --model stages, the main job "
       "(multilevel MGRIT both ways); --serial is plain LibTorch.");
   auto f = add_network_flags(*cmd);
-  const Recipe &exact = kExactRecipe, &stages = kStagesRecipe;
+  const Recipe &exact = kExactRecipe, &stages = kStagesRecipe, &rnn = kRecurrentRecipe;
   f->add(*cmd, "--epochs", "INT",
          fmt::format("epochs, counted from the start of the run (default {}; {} with --model "
-                     "stages)",
-                     exact.epochs, stages.epochs));
+                     "stages, {} with gru/lstm)",
+                     exact.epochs, stages.epochs, rnn.epochs));
   f->add(*cmd, "--train-size", "INT", "training images to use (default all)");
   f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
   cmd->add_flag("--serial", f->serial, "plain sequential LibTorch training on rank 0 (reference)");
