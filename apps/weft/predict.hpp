@@ -56,9 +56,10 @@ struct MeasuredCosts {
   /// the figures of depths 1, 2, ... (spatial[d - 1]).
   std::vector<int> forward_depth, adjoint_depth;
   std::vector<SpatialCosts> spatial;
-  /// In situ, per level of the forward and of the adjoint solve: the solver's own time inside
-  /// its sweeps (steps and vector work) when the model trains at one rank, over the same
-  /// sweeps priced from the figures above (1: the isolated figures are right; empty: not
+  /// In situ, per level of the forward and of the adjoint solve: what the solver spends on the
+  /// level's steps when the model trains at one rank (its sweeps and its share of the solve's
+  /// other vector work, less what the schedule prices as events of their own), over the same
+  /// steps priced from the figures above (1: the isolated figures are right; empty: not
   /// measured). Steps are priced at their figure times this factor, at every rank count.
   std::vector<double> forward_in_situ, adjoint_in_situ;
   bool recurrent = false;     ///< gru/lstm (see above)

@@ -326,50 +326,70 @@ class InSituBatch {
     images_ = torch::randn(shape);
     labels_ = torch::randint(0, 10, {c.batch}, torch::kInt64);
   }
-  /// One training batch: the seconds of the forward and the adjoint solve per level: inside
-  /// its sweeps, plus its share of the solve's vector work outside them (interpolation,
-  /// injection, norms: the solver's other_seconds, shared in proportion to the sweeps).
-  std::pair<std::vector<double>, std::vector<double>> run() {
+  /// What one solve spent on this rank: inside each level's sweeps (steps, the vector work
+  /// around them, and on levels coarsened in space the adjoint's forward-state restrictions),
+  /// and the rest of the solve outside messages (transfers between levels, interpolation,
+  /// injection, norms).
+  struct SolveTime {
+    std::vector<double> sweeps;
+    double other = 0;
+  };
+  /// One training batch: the forward and the adjoint solve's times.
+  std::pair<SolveTime, SolveTime> run() {
     optimizer_->zero_grad();
     torch::nn::functional::cross_entropy(model_->forward(images_), labels_).backward();
     optimizer_->step();
     const nn::BatchStatistics& s = model_->statistics();
-    return {per_level(s.forward.statistics), per_level(s.backward.statistics)};
+    auto time = [](const mgrit::Statistics& st) {
+      return SolveTime{st.step_seconds_per_level, std::max(0.0, st.other_seconds())};
+    };
+    return {time(s.forward.statistics), time(s.backward.statistics)};
   }
 
  private:
-  static std::vector<double> per_level(const mgrit::Statistics& st) {
-    std::vector<double> v = st.step_seconds_per_level;
-    const double scale = st.step_seconds > 0 ? 1.0 + st.other_seconds() / st.step_seconds : 1.0;
-    for (double& t : v) t *= scale;
-    return v;
-  }
-
   nn::LayerParallel model_{nullptr};
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   Tensor images_, labels_;
 };
 
-/// The in-situ factors of `m` (MeasuredCosts::forward_in_situ): the measured sweep seconds per
-/// level over the same levels' steps in the one-rank schedule, priced from m's own figures.
-void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const std::vector<double>& forward,
-                 const std::vector<double>& adjoint) {
+/// The in-situ factors of `m` (MeasuredCosts::forward_in_situ), per direction: what the
+/// one-rank solve spent on its steps, over the same steps priced from m's own figures. The
+/// solve's time, less what the schedule prices as events of their own (transfers between
+/// levels; the adjoint's forward-state restrictions, which run inside its sweeps), is the
+/// steps' time: each level's sweeps, plus the rest of the solve's vector work shared among the
+/// levels in proportion to their sweeps.
+void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const InSituBatch::SolveTime& forward,
+                 const InSituBatch::SolveTime& adjoint) {
   const mgrit::Schedule s = batch_schedule(c, m, 1);
-  std::vector<double> isolated_forward(forward.size()), isolated_adjoint(adjoint.size());
+  struct Priced {
+    std::vector<double> steps, inside;  // per level: steps; events priced inside its sweeps
+    double outside = 0;                 // transfers, outside the sweeps
+  };
+  Priced pf{std::vector<double>(forward.sweeps.size()), std::vector<double>(forward.sweeps.size())};
+  Priced pa{std::vector<double>(adjoint.sweeps.size()), std::vector<double>(adjoint.sweeps.size())};
   for (const mgrit::Event& e : s.front()) {
-    if (e.kind != mgrit::Event::Kind::Step) continue;
-    auto& sums = e.direction == mgrit::Direction::Forward ? isolated_forward : isolated_adjoint;
+    Priced& p = e.direction == mgrit::Direction::Forward ? pf : pa;
     const auto l = static_cast<size_t>(e.level);
-    if (l < sums.size()) sums[l] += step_seconds(m, e, c.parallel.cache_graphs(), true);
+    if (l >= p.steps.size()) continue;
+    const bool cache = c.parallel.cache_graphs();
+    if (e.kind == mgrit::Event::Kind::Step) p.steps[l] += step_seconds(m, e, cache, true);
+    if (e.kind == mgrit::Event::Kind::Restrict || e.kind == mgrit::Event::Kind::Interpolate)
+      p.outside += step_seconds(m, e, cache, true);
+    if (e.kind == mgrit::Event::Kind::Compute && e.level > 0) p.inside[l] += e.seconds;
   }
-  auto factors = [](const std::vector<double>& measured, const std::vector<double>& priced) {
+  auto factors = [](const InSituBatch::SolveTime& t, const Priced& p) {
+    std::vector<double> steps(t.sweeps.size());
+    double total = 0;
+    for (size_t l = 0; l < steps.size(); ++l)
+      total += steps[l] = std::max(0.0, t.sweeps[l] - p.inside[l]);
+    const double share = total > 0 ? 1.0 + std::max(0.0, t.other - p.outside) / total : 1.0;
     std::vector<double> f;
-    for (size_t l = 0; l < measured.size(); ++l)
-      f.push_back(priced[l] > 0 && measured[l] > 0 ? measured[l] / priced[l] : 1.0);
+    for (size_t l = 0; l < steps.size(); ++l)
+      f.push_back(p.steps[l] > 0 && steps[l] > 0 ? steps[l] * share / p.steps[l] : 1.0);
     return f;
   };
-  m.forward_in_situ = factors(forward, isolated_forward);
-  m.adjoint_in_situ = factors(adjoint, isolated_adjoint);
+  m.forward_in_situ = factors(forward, pf);
+  m.adjoint_in_situ = factors(adjoint, pa);
 }
 
 MeasuredCosts measure_pass(const TrainConfig& c, int repeats) {

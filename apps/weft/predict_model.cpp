@@ -106,7 +106,12 @@ void add_forward_state_restrictions(mgrit::Schedule& adjoint, const MeasuredCost
       for (int k = 1; k <= d; ++k)
         if (kept.insert({k, e.to}).second)
           seconds += m.spatial[static_cast<size_t>(k - 1)].restriction[static_cast<size_t>(e.to)];
-      if (seconds > 0) out.push_back(compute(seconds));
+      if (seconds > 0) {  // tagged with the step's level and direction (in-situ accounting)
+        Event c = compute(seconds);
+        c.level = e.level;
+        c.direction = e.direction;
+        out.push_back(c);
+      }
       out.push_back(e);
     }
     events = std::move(out);
