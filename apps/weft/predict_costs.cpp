@@ -538,37 +538,30 @@ double median(std::vector<double> v) {
 
 /// Replaces each timed figure of passes[0] by its median over the passes (the sizes, counts and
 /// structure are the same in every pass).
-MeasuredCosts median_over(std::vector<MeasuredCosts> passes) {
+MeasuredCosts median_over(const std::vector<MeasuredCosts>& passes) {
   MeasuredCosts m = passes.front();
+  // field(q) is a figure of pass q; m's becomes their median.
   auto each = [&](auto field) {
     std::vector<double> v;
-    for (MeasuredCosts& q : passes) v.push_back(*field(q));
-    *field(m) = median(v);
+    for (const MeasuredCosts& q : passes) v.push_back(field(q));
+    field(m) = median(std::move(v));
   };
-  auto each_element = [&](auto vector) {
-    for (size_t k = 0; k < vector(m)->size(); ++k)
-      each([&](MeasuredCosts& q) { return &(*vector(q))[k]; });
-  };
-  each_element([](MeasuredCosts& q) { return &q.forward; });
-  each_element([](MeasuredCosts& q) { return &q.forward_record; });
-  each_element([](MeasuredCosts& q) { return &q.adjoint_reuse; });
-  each_element([](MeasuredCosts& q) { return &q.adjoint_final; });
-  each_element([](MeasuredCosts& q) { return &q.adjoint_build; });
-  each_element([](MeasuredCosts& q) { return &q.axpy; });
-  each([](MeasuredCosts& q) { return &q.open_forward; });
-  each([](MeasuredCosts& q) { return &q.open_backward; });
-  each([](MeasuredCosts& q) { return &q.close; });
-  each([](MeasuredCosts& q) { return &q.optimizer; });
-  each([](MeasuredCosts& q) { return &q.serial_batch; });
-  each_element([](MeasuredCosts& q) { return &q.forward_in_situ; });
-  each_element([](MeasuredCosts& q) { return &q.adjoint_in_situ; });
-  for (size_t d = 0; d < m.spatial.size(); ++d) {
-    each_element([d](MeasuredCosts& q) { return &q.spatial[d].forward; });
-    each_element([d](MeasuredCosts& q) { return &q.spatial[d].adjoint_build; });
-    each_element([d](MeasuredCosts& q) { return &q.spatial[d].axpy; });
-    each_element([d](MeasuredCosts& q) { return &q.spatial[d].restriction; });
-    each_element([d](MeasuredCosts& q) { return &q.spatial[d].interpolation; });
-  }
+  using PerLayer = std::vector<double> MeasuredCosts::*;
+  for (PerLayer f :
+       {&MeasuredCosts::forward, &MeasuredCosts::forward_record, &MeasuredCosts::adjoint_reuse,
+        &MeasuredCosts::adjoint_final, &MeasuredCosts::adjoint_build, &MeasuredCosts::axpy,
+        &MeasuredCosts::forward_in_situ, &MeasuredCosts::adjoint_in_situ})
+    for (size_t k = 0; k < (m.*f).size(); ++k) each([&](auto& q) -> auto& { return (q.*f)[k]; });
+  for (double MeasuredCosts::*f :
+       {&MeasuredCosts::open_forward, &MeasuredCosts::open_backward, &MeasuredCosts::close,
+        &MeasuredCosts::optimizer, &MeasuredCosts::serial_batch})
+    each([&](auto& q) -> auto& { return q.*f; });
+  using PerPoint = std::vector<double> SpatialCosts::*;
+  for (size_t d = 0; d < m.spatial.size(); ++d)
+    for (PerPoint f : {&SpatialCosts::forward, &SpatialCosts::adjoint_build, &SpatialCosts::axpy,
+                       &SpatialCosts::restriction, &SpatialCosts::interpolation})
+      for (size_t k = 0; k < (m.spatial[d].*f).size(); ++k)
+        each([&](auto& q) -> auto& { return (q.spatial[d].*f)[k]; });
   return m;
 }
 
@@ -594,7 +587,7 @@ MeasuredCosts measure(const TrainConfig& c, int passes) {
     }
     if (static_cast<int>(all.size()) >= kMinPasses && now() - start > kBudget) break;
   }
-  return median_over(std::move(all));
+  return median_over(all);
 }
 
 }  // namespace
