@@ -41,6 +41,7 @@
 
 #include "weft/data/idx.hpp"
 #include "weft/nn/recurrent.hpp"
+#include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace {
@@ -277,6 +278,7 @@ int report_gradient_error(weft::nn::Recurrent& rnn, torch::nn::AnyModule& refere
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string allocator = weft::keep_freed_memory();  // as the weft CLI does
   weft::mpi::Environment env(&argc, &argv);
   std::string cell = "gru";
   std::int64_t steps = 28, batch = 100, hidden = 64, input = 28, layers = 1, reps = 30;
@@ -448,7 +450,7 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf(
         "%s, %lld steps, batch %lld, input %lld, hidden %lld, layers %lld, %d rank(s), %s; "
-        "medians of %lld; subnormals %s\n",
+        "medians of %lld; subnormals %s; %s\n",
         cell.c_str(), static_cast<long long>(steps), static_cast<long long>(batch),
         static_cast<long long>(input), static_cast<long long>(hidden),
         static_cast<long long>(layers), ranks,
@@ -457,7 +459,7 @@ int main(int argc, char** argv) {
                        std::to_string(fwd_iters) + " forward / " + std::to_string(bwd_iters) +
                        " backward iterations")
                           .c_str(),
-        static_cast<long long>(reps), flush_denormal ? "flushed" : "kept");
+        static_cast<long long>(reps), flush_denormal ? "flushed" : "kept", allocator.c_str());
     std::printf("rank 0 evaluations per level: forward %s, backward %s\n",
                 levels_text(fsteps).c_str(), levels_text(bsteps).c_str());
     std::printf("state message %lld bytes: %.1f us one way (ping-pong 0<->1)\n",

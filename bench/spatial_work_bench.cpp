@@ -24,6 +24,7 @@
 
 #include "weft/mgrit/options.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace {
@@ -262,6 +263,7 @@ void run_case(const Case& c, int rank, int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string allocator = weft::keep_freed_memory();  // as the weft CLI does
   weft::mpi::Environment mpi_env(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -269,6 +271,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2)
     if (std::string(argv[i]) == "--rounds") rounds = std::max(1, std::atoi(argv[i + 1]));
   torch::set_num_threads(1);
+  if (rank == 0) std::printf("# %s\n", allocator.c_str());
   const std::vector<Case> cases{{"2-D 32x32", 2, 32, 8, 32, 16}, {"3-D 16^3", 3, 16, 4, 16, 4}};
   for (const Case& c : cases) run_case(c, rank, rounds);
   return 0;

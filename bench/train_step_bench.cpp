@@ -43,6 +43,7 @@
 #include "weft/models/image_resnet.hpp"
 #include "weft/models/stages_net.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace {
@@ -285,6 +286,7 @@ std::string steps_per_level(const weft::nn::LayerParallel& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string allocator = weft::keep_freed_memory();  // as the weft CLI does
   weft::mpi::Environment mpi_env(&argc, &argv);
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -292,6 +294,8 @@ int main(int argc, char** argv) {
   std::string dir = "/usr/share/datasets/fashion-mnist";
   std::string model_kind = "resnet";
   int batches = 3, warmup = 1, threads = 1, rounds = 8;
+  bool flush_denormal = true;  // as weft train does; --flush-denormal 0 keeps subnormal floats
+  std::string only;  // --only PREFIX: run just the configurations so named (for profiling)
   for (int a = 1; a + 1 < argc; a += 2) {
     const std::string flag = argv[a];
     if (flag == "--data") dir = argv[a + 1];
@@ -300,8 +304,11 @@ int main(int argc, char** argv) {
     if (flag == "--threads") threads = std::stoi(argv[a + 1]);
     if (flag == "--rounds") rounds = std::stoi(argv[a + 1]);
     if (flag == "--model") model_kind = argv[a + 1];
+    if (flag == "--only") only = argv[a + 1];
+    if (flag == "--flush-denormal") flush_denormal = std::string(argv[a + 1]) != "0";
   }
   torch::set_num_threads(threads);
+  at::globalContext().setFlushDenormal(flush_denormal);
   const Batches data = load(dir, batches, 50);
 
   weft::models::ImageResNetSpec spec;
@@ -461,6 +468,10 @@ int main(int argc, char** argv) {
     };
   }
 
+  if (!only.empty())
+    configs.erase(std::remove_if(configs.begin(), configs.end(),
+                                 [&](const Config& c) { return c.name.rfind(only, 0) != 0; }),
+                  configs.end());
   // Batch by batch, every configuration in turn: a slow phase of the machine (they last
   // seconds) then hits all configurations alike. After each round rank 0 samples the layer
   // costs (the other ranks sleep in the next round's first reduction).
@@ -497,11 +508,10 @@ int main(int argc, char** argv) {
     std::printf(
         "# training batch: %s, batch 50, Fashion-MNIST; %d "
         "rank(s), %d torch thread(s) per rank; medians of %d rounds x %d batches, "
-        "configurations interleaved batch by batch "
-        "batches [ms]\n",
+        "configurations interleaved batch by batch; subnormals %s; %s; batches [ms]\n",
         stages ? "stages network 8,16,32 channels x 2 steps, batch norm"
                : "copy-open 8 channels, 32 steps",
-        ranks, threads, rounds, batches);
+        ranks, threads, rounds, batches, flush_denormal ? "flushed" : "kept", allocator.c_str());
     std::printf("  %-34s %9s %9s %9s %9s %8s %9s\n", "", "forward", "backward", "optim", "total",
                 "ratio", "wall");
   }

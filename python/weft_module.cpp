@@ -37,6 +37,7 @@
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/nn/recurrent.hpp"
 #include "weft/util/error.hpp"
+#include "weft/util/memory.hpp"
 
 namespace py = pybind11;
 using torch::Tensor;
@@ -597,6 +598,11 @@ PYBIND11_MODULE(_weft, m) {
   });
 
   bind_options(m);
+  m.def("keep_freed_memory", &weft::keep_freed_memory,
+        "Keep memory that training frees in the process (glibc: blocks up to 32 MiB from the heap, "
+        "no trimming) instead of faulting it in again every batch, as the weft CLI does. "
+        "Process-wide; returns what was done. WEFT_KEEP_FREED_MEMORY=0 or glibc's own MALLOC_* / "
+        "GLIBC_TUNABLES settings take precedence.");
 
   py::class_<PyLayerParallel>(m, "LayerParallelCore",
                               "weft::nn::LayerParallel; use weft.LayerParallel")

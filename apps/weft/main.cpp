@@ -17,6 +17,7 @@
 #include "predict_command.hpp"
 #include "train_command.hpp"
 #endif
+#include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace {
@@ -84,6 +85,9 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Training frees and reallocates the same states every batch: keep that memory in the process
+  // (docs/benchmarks.md, "Page faults"; WEFT_KEEP_FREED_MEMORY=0 restores glibc's defaults).
+  weft::keep_freed_memory();
   weft::mpi::Environment env(&argc, &argv);
   // The outer guard catches what escapes parsing (e.g. std::bad_alloc); subcommands have their own.
   return weft::cli::run_guarded("weft", MPI_COMM_WORLD, [&]() { return dispatch(argc, argv); });

@@ -169,3 +169,10 @@ def test_a_step_failing_during_backward_is_a_step_error_at_the_next_call(comm):
         assert not torch.isfinite(grad).all()
     message = raised(comm, weft.StepError, lambda: model(x if model.owns_input else None))
     assert "boom in the step" in message
+
+
+def test_keep_freed_memory_says_what_it_did(monkeypatch):
+    monkeypatch.setenv("WEFT_KEEP_FREED_MEMORY", "0")
+    assert weft.keep_freed_memory() == "allocator: glibc defaults (WEFT_KEEP_FREED_MEMORY=0)"
+    monkeypatch.delenv("WEFT_KEEP_FREED_MEMORY")
+    assert weft.keep_freed_memory().startswith("allocator: freed memory kept")

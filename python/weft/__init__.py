@@ -37,11 +37,12 @@ from ._weft import (  # noqa: F401
     Options,
     RecurrentCore,
     StepError,
+    keep_freed_memory,
 )
 
 __all__ = [
     "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
-    "BadData", "Divergence", "MpiError", "StepError",
+    "BadData", "Divergence", "MpiError", "StepError", "keep_freed_memory",
 ]
 
 

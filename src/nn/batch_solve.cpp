@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tags.hpp"
+#include "tensor_tuple.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -512,7 +513,7 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
     if (lambda_N_.sizes() != torch::IntArrayRef(expected))
       throw BadData("layer-parallel backward: the gradient at the output has shape " +
                     shape_text(lambda_N_.sizes()) + ", the state's is " + shape_text(expected));
-    if (!torch::isfinite(lambda_N_).all().item<bool>())
+    if (!all_finite(lambda_N_))
       throw Divergence(
           "layer-parallel backward: the loss gradient at the network output contains "
           "NaN or Inf (batch " +

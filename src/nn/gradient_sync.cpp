@@ -90,12 +90,19 @@ void GradientSync::layer_done(size_t k, std::vector<Tensor>& grads) {
 double GradientSync::finish(std::vector<std::vector<Tensor>>& grads) {
   if (!active_) return 0.0;
   const double t = seconds();
-  for (Bucket& b : buckets_) {
+  for (Bucket& b : buckets_)
     if (b.pending != 0)
       throw MpiError("data-parallel gradients: " + std::to_string(b.pending) +
                      " layers of a bucket never finished (the adjoint's final sweep missed them)");
-    if (b.request != MPI_REQUEST_NULL) mpi::wait_politely(b.request, "MPI_Wait (gradients)");
-  }
+  // A replica that finished its backward first sleeps until every replica is here (it leaves
+  // the core to the others); then the reductions run without sleeps between their rounds. A
+  // sleeping replica would add its sleep to every round of a multi-round all-reduce.
+  MPI_Request arrived = MPI_REQUEST_NULL;
+  mpi::check(MPI_Ibarrier(comm_, &arrived), "MPI_Ibarrier (gradients)");
+  mpi::wait_politely(arrived, "MPI_Wait (replicas' backward)");
+  for (Bucket& b : buckets_)
+    if (b.request != MPI_REQUEST_NULL)
+      mpi::check(MPI_Wait(&b.request, MPI_STATUS_IGNORE), "MPI_Wait (gradients)");
   const double waited = seconds() - t;
   torch::NoGradGuard no_grad;
   for (Bucket& b : buckets_) {

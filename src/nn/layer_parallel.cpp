@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core.hpp"
+#include "tensor_tuple.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -170,7 +171,7 @@ torch::Tensor LayerParallelImpl::forward(const torch::Tensor& input) {
       throw BadData(
           "layer-parallel forward: the input x_0 on rank 0 is not a floating-point "
           "tensor");
-    if (c.opts.check_input() && !torch::isfinite(x0).all().item<bool>())
+    if (c.opts.check_input() && !detail::all_finite(x0))
       throw BadData("layer-parallel forward: the input x_0 on rank 0 contains NaN or Inf (batch " +
                     std::to_string(c.batches) + ")");
   });

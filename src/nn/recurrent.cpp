@@ -239,7 +239,7 @@ RecurrentOutput RecurrentImpl::run(const torch::Tensor& input, const torch::Tens
     };
     h = initial(h0, "h0");
     cs = lstm ? initial(c0, "c0") : torch::zeros({0}, input.options());
-    if (!torch::isfinite(input).all().item<bool>())
+    if (!detail::all_finite(input))
       throw BadData(what + "the input sequence contains NaN or Inf (batch " +
                     std::to_string(c.generation) + ")");
     length = input.size(0);

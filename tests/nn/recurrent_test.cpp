@@ -373,6 +373,12 @@ TEST(Recurrent, BadInputFailsWithTheSameKindOnEveryRank) {
   Tensor x = torch::zeros({8, kBatch, kInput}, options);
   x[5][1][0] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_THROW(rnn->forward(x), weft::BadData);
+  x[5][1][0] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(rnn->forward(x), weft::BadData);
+  // Finite values whose sum overflows (the check sums first) are not mistaken for Inf.
+  const double huge =
+      2.0 * static_cast<double>(std::numeric_limits<float>::max()) / (8.0 * kBatch * kInput);
+  EXPECT_NO_THROW(rnn->forward(torch::full({8, kBatch, kInput}, huge, options)));
   // still usable afterwards
   auto out = rnn->forward(torch::ones({8, kBatch, kInput}, options));
   EXPECT_EQ(out.h_n.sizes(), torch::IntArrayRef({1, kBatch, kHidden}));
