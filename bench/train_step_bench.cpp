@@ -23,7 +23,10 @@
 // levels per coarse step as the solver composes it (forward without graph; adjoint: record the
 // composition, then its vector-Jacobian product). Each weft configuration's solve time per
 // direction is compared with the sum over its levels of its evaluations (counted by the
-// solver's reports) times those costs.
+// solver's reports) times those costs. The backward is compared a second time with the fine
+// level's VJPs priced as backprop performs them (graphs recorded by a forward sweep over the
+// chain, VJPs in reverse order: their saved tensors are out of cache, as in the adjoint's reuse
+// of the forward's graphs). --only PREFIX runs just the configurations so named (profiling).
 // Run at 1 and 2 ranks: bench/run_train_bench.sh.
 #include <mpi.h>
 #include <torch/torch.h>
@@ -125,8 +128,13 @@ constexpr std::int64_t kCfactor = 4;  // of the MGRIT configuration
 // Seconds per layer evaluation of each kind, per chain layer (medians over the rounds).
 struct LayerCosts {
   std::vector<std::vector<double>> plain, recorded, vjp, vjp_params;  // [layer][sample]
+  // The two vector-Jacobian products as backprop performs them: on graphs recorded by a forward
+  // sweep over the whole chain, in reverse layer order (the graphs' saved tensors are no longer
+  // in cache), as the adjoint's fine sweeps reuse the forward's graphs.
+  std::vector<std::vector<double>> vjp_backprop, vjp_params_backprop;
   void resize(size_t n) {
-    for (auto* v : {&plain, &recorded, &vjp, &vjp_params}) v->resize(n);
+    for (auto* v : {&plain, &recorded, &vjp, &vjp_params, &vjp_backprop, &vjp_params_backprop})
+      v->resize(n);
   }
 };
 
@@ -177,6 +185,42 @@ void measure_layer_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& 
         for (size_t p = 1; p < grads.size(); ++p)
           if (!transition) grads[p].mul_(h);
       (with_params ? costs.vjp_params : costs.vjp)[k].push_back(now() - t0);
+    }
+  }
+}
+
+// One sample of each fine-level VJP as backprop performs it (see LayerCosts).
+void measure_backprop_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x,
+                            LayerCosts& costs) {
+  const std::vector<torch::Tensor> inputs = layer_inputs(seq, x);
+  const auto layers = static_cast<size_t>(seq->steps());
+  costs.resize(layers);
+  for (int with_params = 0; with_params < 2; ++with_params) {
+    std::vector<torch::Tensor> leaves, outputs;
+    for (size_t k = 0; k < layers; ++k) {
+      leaves.push_back(inputs[k].detach().requires_grad_(true));
+      outputs.push_back(seq->step(static_cast<std::int64_t>(k)).forward(leaves.back()));
+    }
+    torch::Tensor lambda = torch::randn_like(outputs.back());
+    for (size_t k = layers; k-- > 0;) {
+      const auto n = static_cast<std::int64_t>(k);
+      const double h = seq->step_size(n);
+      const bool transition = seq->is_transition(n);
+      std::vector<torch::Tensor> wrt{leaves[k]};
+      if (with_params) {
+        const auto params = seq->step(n).module().parameters();
+        wrt.insert(wrt.end(), params.begin(), params.end());
+      }
+      if (lambda.sizes() != outputs[k].sizes()) lambda = torch::randn_like(outputs[k]);
+      const double t0 = now();
+      auto grads = torch::autograd::grad({outputs[k]}, wrt, {lambda}, /*retain_graph=*/false);
+      torch::NoGradGuard no_grad;
+      torch::Tensor out = transition ? grads[0] : torch::add(lambda, grads[0], h);
+      if (with_params)
+        for (size_t p = 1; p < grads.size(); ++p)
+          if (!transition) grads[p].mul_(h);
+      (with_params ? costs.vjp_params_backprop : costs.vjp_backprop)[k].push_back(now() - t0);
+      lambda = out;
     }
   }
 }
@@ -482,6 +526,7 @@ int main(int argc, char** argv) {
     if (rank == 0 && round >= warmup)
       for (int sample = 0; sample < 3; ++sample) {
         measure_layer_costs(seq, data.images[0], costs);
+        measure_backprop_costs(seq, data.images[0], costs);
         measure_coarse_costs(seq, data.images[0], spans, coarse_costs);
       }
     for (int i = 0; i < batches; ++i)
@@ -544,15 +589,19 @@ int main(int argc, char** argv) {
   }
   // Work bound per configuration, rank, direction and level.
   const auto layers = static_cast<size_t>(net.layers());
-  std::vector<double> cost(4 * layers);
+  std::vector<double> cost(4 * layers), backprop_cost(4 * layers);
   if (rank == 0)
     for (size_t k = 0; k < layers; ++k) {
-      cost[k] = median(costs.plain[k]);
-      cost[layers + k] = median(costs.recorded[k]);
+      cost[k] = backprop_cost[k] = median(costs.plain[k]);
+      cost[layers + k] = backprop_cost[layers + k] = median(costs.recorded[k]);
       cost[2 * layers + k] = median(costs.vjp[k]);
       cost[3 * layers + k] = median(costs.vjp_params[k]);
+      backprop_cost[2 * layers + k] = median(costs.vjp_backprop[k]);
+      backprop_cost[3 * layers + k] = median(costs.vjp_params_backprop[k]);
     }
   MPI_Bcast(cost.data(), static_cast<int>(cost.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Bcast(backprop_cost.data(), static_cast<int>(backprop_cost.size()), MPI_DOUBLE, 0,
+            MPI_COMM_WORLD);
   // Coarse levels: each coarse step (a, b) at its own measured cost, [level - 1][interval].
   std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> intervals;
   std::vector<double> coarse_cost;  // plain, build per interval, level by level
@@ -566,8 +615,10 @@ int main(int argc, char** argv) {
   MPI_Bcast(coarse_cost.data(), static_cast<int>(coarse_cost.size()), MPI_DOUBLE, 0,
             MPI_COMM_WORLD);
   // The work bound of one level of a solve on this rank [s].
-  const auto level_bound = [&](size_t level, const std::vector<weft::nn::LayerEvaluations>& ev) {
-    if (level == 0 || level > intervals.size()) return work_bound(ev, cost);
+  const auto level_bound = [&](size_t level, const std::vector<weft::nn::LayerEvaluations>& ev,
+                               bool as_backprop = false) {
+    if (level == 0 || level > intervals.size())
+      return work_bound(ev, as_backprop ? backprop_cost : cost);
     size_t at = 0;
     for (size_t l = 1; l < level; ++l) at += 2 * intervals[l - 1].size();
     double bound = 0;
@@ -611,6 +662,15 @@ int main(int argc, char** argv) {
                     is_forward ? "forward" : "backward", 1e3 * solve, 1e3 * bound, levels.c_str(),
                     bound > 0 ? solve / bound : 0.0);
       text += line;
+      if (!is_forward) {
+        // The same with the fine level's VJPs priced as backprop performs them.
+        double cold = 0;
+        for (size_t l = 0; l < r->evaluations.size(); ++l)
+          cold += level_bound(l, r->evaluations[l], true);
+        std::snprintf(line, sizeof line, "VJPs priced as in backprop: bound %.1f ms, ratio %.3f",
+                      1e3 * cold, cold > 0 ? solve / cold : 0.0);
+        text += line;
+      }
     }
     // Gather every rank's line on rank 0.
     std::vector<char> mine(512, '\0');
