@@ -86,7 +86,7 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // Training frees and reallocates the same states every batch: keep that memory in the process
-  // (docs/benchmarks.md, "Page faults"; WEFT_KEEP_FREED_MEMORY=0 restores glibc's defaults).
+  // (docs/benchmarks.md, "Fifth session"; WEFT_KEEP_FREED_MEMORY=0 keeps glibc's defaults).
   weft::keep_freed_memory();
   weft::mpi::Environment env(&argc, &argv);
   // The outer guard catches what escapes parsing (e.g. std::bad_alloc); subcommands have their own.
