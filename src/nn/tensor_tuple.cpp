@@ -87,12 +87,8 @@ TensorTuple detached_clone(const TensorTuple& u) {
 
 bool all_finite(const torch::Tensor& t) {
   torch::NoGradGuard no_grad;
-  if (t.numel() == 0 || !(t.is_floating_point() || t.is_complex())) return true;
-  const torch::Tensor sum = t.sum();
-  const bool finite = t.is_complex() ? std::isfinite(torch::real(sum).item<double>()) &&
-                                           std::isfinite(torch::imag(sum).item<double>())
-                                     : std::isfinite(sum.item<double>());
-  return finite || torch::isfinite(t).all().item<bool>();
+  if (t.is_floating_point() && std::isfinite(t.sum().item<double>())) return true;
+  return torch::isfinite(t).all().item<bool>();  // other dtypes, and sums that overflowed
 }
 
 }  // namespace weft::nn::detail
