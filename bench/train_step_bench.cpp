@@ -151,6 +151,29 @@ std::vector<torch::Tensor> layer_inputs(weft::nn::SequentialNetwork& seq, const 
   return inputs;
 }
 
+// One adjoint step of layer n as the solver performs it: the VJP of its graph y(leaf) with λ for
+// the state (and the parameters), then λ + h·(∂F/∂x)ᵀλ and the parameter gradients scaled by
+// h. Returns the new λ and the seconds it took.
+std::pair<torch::Tensor, double> timed_vjp(weft::nn::SequentialNetwork& seq, std::int64_t n,
+                                           const torch::Tensor& leaf, const torch::Tensor& y,
+                                           const torch::Tensor& lambda, bool with_params,
+                                           bool retain_graph) {
+  const double h = seq->step_size(n);
+  const bool transition = seq->is_transition(n);
+  std::vector<torch::Tensor> wrt{leaf};
+  if (with_params) {
+    const auto params = seq->step(n).module().parameters();
+    wrt.insert(wrt.end(), params.begin(), params.end());
+  }
+  const double t0 = now();
+  auto grads = torch::autograd::grad({y}, wrt, {lambda}, retain_graph);
+  torch::NoGradGuard no_grad;
+  torch::Tensor out = transition ? grads[0] : torch::add(lambda, grads[0], h);
+  if (!transition)
+    for (size_t p = 1; p < grads.size(); ++p) grads[p].mul_(h);
+  return {out, now() - t0};
+}
+
 // One sample of every kind for every layer, at the layer's input from a forward of `x`.
 void measure_layer_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x,
                          LayerCosts& costs) {
@@ -173,19 +196,8 @@ void measure_layer_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& 
     const torch::Tensor y = seq->step(n).forward(leaf);
     costs.recorded[k].push_back(now() - t0);
     const torch::Tensor lambda = torch::randn_like(y);
-    const auto params = seq->step(n).module().parameters();
-    for (int with_params = 0; with_params < 2; ++with_params) {
-      std::vector<torch::Tensor> wrt{leaf};
-      if (with_params) wrt.insert(wrt.end(), params.begin(), params.end());
-      t0 = now();
-      auto grads = torch::autograd::grad({y}, wrt, {lambda}, /*retain_graph=*/true);
-      torch::NoGradGuard no_grad;
-      const torch::Tensor out = transition ? grads[0] : torch::add(lambda, grads[0], h);
-      if (with_params)
-        for (size_t p = 1; p < grads.size(); ++p)
-          if (!transition) grads[p].mul_(h);
-      (with_params ? costs.vjp_params : costs.vjp)[k].push_back(now() - t0);
-    }
+    costs.vjp[k].push_back(timed_vjp(seq, n, leaf, y, lambda, false, true).second);
+    costs.vjp_params[k].push_back(timed_vjp(seq, n, leaf, y, lambda, true, true).second);
   }
 }
 
@@ -204,23 +216,10 @@ void measure_backprop_costs(weft::nn::SequentialNetwork& seq, const torch::Tenso
     torch::Tensor lambda = torch::randn_like(outputs.back());
     for (size_t k = layers; k-- > 0;) {
       const auto n = static_cast<std::int64_t>(k);
-      const double h = seq->step_size(n);
-      const bool transition = seq->is_transition(n);
-      std::vector<torch::Tensor> wrt{leaves[k]};
-      if (with_params) {
-        const auto params = seq->step(n).module().parameters();
-        wrt.insert(wrt.end(), params.begin(), params.end());
-      }
-      if (lambda.sizes() != outputs[k].sizes()) lambda = torch::randn_like(outputs[k]);
-      const double t0 = now();
-      auto grads = torch::autograd::grad({outputs[k]}, wrt, {lambda}, /*retain_graph=*/false);
-      torch::NoGradGuard no_grad;
-      torch::Tensor out = transition ? grads[0] : torch::add(lambda, grads[0], h);
-      if (with_params)
-        for (size_t p = 1; p < grads.size(); ++p)
-          if (!transition) grads[p].mul_(h);
-      (with_params ? costs.vjp_params_backprop : costs.vjp_backprop)[k].push_back(now() - t0);
-      lambda = out;
+      auto [out, seconds] = timed_vjp(seq, n, leaves[k], outputs[k], lambda, with_params != 0,
+                                      /*retain_graph=*/false);
+      (with_params ? costs.vjp_params_backprop : costs.vjp_backprop)[k].push_back(seconds);
+      lambda = std::move(out);
     }
   }
 }
@@ -348,7 +347,7 @@ int main(int argc, char** argv) {
     if (flag == "--threads") threads = std::stoi(argv[a + 1]);
     if (flag == "--rounds") rounds = std::stoi(argv[a + 1]);
     if (flag == "--model") model_kind = argv[a + 1];
-    if (flag == "--only") only = argv[a + 1];
+    if (flag == "--only") only = argv[a + 1];  // ratios are then to the first one run
     if (flag == "--flush-denormal") flush_denormal = std::string(argv[a + 1]) != "0";
   }
   torch::set_num_threads(threads);
@@ -571,10 +570,14 @@ int main(int argc, char** argv) {
                 1e3 * median(c.wall));
     if (!work.empty()) std::printf("  %-34s step evaluations per level: %s\n", "", work.c_str());
   }
-  if (ranks == 2 && rank == 0) {
+  std::map<std::string, double> wall;
+  for (auto& c : configs) wall[c.name] = median(c.wall);
+  const bool data_parallel_ran = wall.count("weft exact, rank 0 alone, half") &&
+                                 wall.count("weft exact, rank 1 alone, half") &&
+                                 wall.count("weft 2 replicas x 1 rank, half each") &&
+                                 wall.count("weft exact, each rank alone, half");
+  if (ranks == 2 && rank == 0 && data_parallel_ran) {
     // Per global batch, wall time: the slowest rank from the common start to its end.
-    std::map<std::string, double> wall;
-    for (auto& c : configs) wall[c.name] = median(c.wall);
     const double rank0 = wall["weft exact, rank 0 alone, half"];
     const double rank1 = wall["weft exact, rank 1 alone, half"];
     const double replicas = wall["weft 2 replicas x 1 rank, half each"];
