@@ -116,7 +116,8 @@ void TensorOps::refine(const Tensor& coarse, Tensor& fine, int coarse_level) con
 
 Tensor ForwardApp::init(double t) const {
   const std::int64_t p = point_of(t);
-  if (p == 0 && solve->x0_.defined()) return solve->x0_.clone();
+  if (p == 0 && solve->x0_.defined())
+    return solve->forward_one_level_ ? solve->x0_ : solve->x0_.clone();
   return solve->zero_of_point(p);
 }
 
@@ -130,8 +131,8 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
   const bool final_fine = info.done && info.level == 0 && b == a + 1 && s.bank_.is_local(a);
   if (final_fine && s.record_graphs_) {
     Graph g = s.evaluator_.record(a, in, true);
-    torch::NoGradGuard no_grad;
-    out = s.evaluator_.step_from(a, in, g.y.detach());
+    torch::NoGradGuard no_grad;  // so the step needs no detached view of g.y
+    out = s.evaluator_.step_from(a, in, g.y);
     s.graphs_[static_cast<size_t>(a - s.bank_.begin())] = std::move(g);
   } else {
     out = s.evaluator_.step(a, b, in, final_fine, depth(info.level));
@@ -149,7 +150,8 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
 
 Tensor AdjointApp::init(double t) const {
   const std::int64_t p = point_of(t);
-  if (p == solve->chain_.layers() && solve->lambda_N_.defined()) return solve->lambda_N_.clone();
+  if (p == solve->chain_.layers() && solve->lambda_N_.defined())
+    return solve->adjoint_one_level_ ? solve->lambda_N_ : solve->lambda_N_.clone();
   return solve->zero_of_point(p);
 }
 
@@ -420,6 +422,10 @@ void BatchSolve::prepare(const std::vector<std::int64_t>& shape, torch::Dtype dt
   fsolver_ = std::make_unique<mgrit::Solver<ForwardApp>>(fapp_, comm_, grid, forward);
   asolver_ = std::make_unique<mgrit::Solver<AdjointApp>>(aapp_, comm_, grid,
                                                          placement_.backward_options());
+  forward_one_level_ = fsolver_->hierarchy().levels() == 1;
+  adjoint_one_level_ = asolver_->hierarchy().levels() == 1;
+  forward_warm_ = forward.warm_start();
+  adjoint_warm_ = placement_.backward_options().warm_start();
   try {
     find_spatial_shapes();
     validate_layers();
@@ -476,7 +482,9 @@ Tensor BatchSolve::forward(const Tensor& x0, bool record_graphs, bool needs_back
     state_bytes += elements * static_cast<std::int64_t>(c10::elementSize(shapes_.dtype));
   }
   stats_.state_bytes = 2 * state_bytes;  // forward states and adjoint states
-  return rank_ == ranks_ - 1 ? fsolver_->state(chain_.layers())->clone() : Tensor();
+  if (rank_ != ranks_ - 1) return Tensor();
+  Tensor& xN = *fsolver_->state(chain_.layers());
+  return forward_warm_ ? xN.clone() : std::move(xN);
 }
 
 void BatchSolve::exchange_boundary() {
@@ -544,7 +552,12 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
   stats_.reduce_seconds = sync_.finish(grad_acc_);
 
   std::vector<Tensor> out;
-  out.push_back(rank_ == 0 ? asolver_->state(0)->clone() : Tensor());
+  if (rank_ == 0) {
+    Tensor& lambda_0 = *asolver_->state(0);
+    out.push_back(adjoint_warm_ ? lambda_0.clone() : std::move(lambda_0));
+  } else {
+    out.emplace_back();
+  }
   for (auto& layer : grad_acc_)
     for (auto& g : layer) out.push_back(std::move(g));
   grad_acc_.clear();

@@ -143,6 +143,11 @@ class BatchSolve {
   AdjointApp aapp_;
   std::unique_ptr<mgrit::Solver<ForwardApp>> fsolver_;
   std::unique_ptr<mgrit::Solver<AdjointApp>> asolver_;
+  // Solves at one level only read their initial state (a sequential sweep from it): it may be
+  // the caller's tensor itself. Solvers that do not warm-start from their last solution hand
+  // their final state over instead of copying it.
+  bool forward_one_level_ = false, adjoint_one_level_ = false;
+  bool forward_warm_ = false, adjoint_warm_ = false;
 
   // per batch
   bool record_graphs_ = false;

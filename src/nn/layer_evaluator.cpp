@@ -119,6 +119,25 @@ class KernelScaleGuard {
 };
 }  // namespace
 
+namespace {
+/// Nothing but `t` refers to its memory, so an in-place write is seen by no one else.
+/// Gradients from autograd are usually fresh, but one that passed through an operation
+/// unchanged may be the caller's λ or a view of it.
+bool sole_owner(const Tensor& t) {
+  return t.use_count() == 1 && t.has_storage() && t.storage().use_count() == 1;
+}
+}  // namespace
+
+const Tensor& LayerEvaluator::factor(double h, const Tensor& like) {
+  // A 0-dim CPU tensor is a scalar operand for tensors on any device, and unlike a double it
+  // needs no conversion per product.
+  for (const auto& [value, f] : factors_)
+    if (value == h && f.dtype() == like.dtype()) return f;
+  if (factors_.size() > 8) factors_.clear();
+  factors_.emplace_back(h, torch::full({}, h, torch::TensorOptions().dtype(like.dtype())));
+  return factors_.back().second;
+}
+
 LayerEvaluations* LayerEvaluator::tally(std::int64_t n) {
   if (!table_) return nullptr;
   if (table_->size() <= static_cast<size_t>(level_))
@@ -186,21 +205,34 @@ Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, co
       if (auto* t = tally(a)) ++(params ? t->vjp_params : t->vjp);
       std::vector<Tensor> inputs{graph.x};
       if (params) inputs.insert(inputs.end(), params->begin(), params->end());
-      const auto grads = torch::autograd::grad({graph.y}, inputs, {lambda}, retain_graph,
-                                               /*create_graph=*/false, /*allow_unused=*/true);
-      gx = grads[0];
+      auto grads = torch::autograd::grad({graph.y}, inputs, {lambda}, retain_graph,
+                                         /*create_graph=*/false, /*allow_unused=*/true);
+      gx = std::move(grads[0]);
       if (params && param_grads) {
         torch::NoGradGuard no_grad;
         param_grads->resize(params->size());
         for (size_t p = 0; p < params->size(); ++p) {
-          const Tensor& gp = grads[p + 1];
-          (*param_grads)[p] = !gp.defined() ? Tensor() : s.transition ? gp : gp * s.H;
+          Tensor& gp = grads[p + 1];
+          if (gp.defined() && !s.transition) {
+            // A step's parameter gradient is h (dF/dθ)ᵀ λ: scaled in place where no one else
+            // sees the write (48 small out-of-place products cost 1 % of a batch).
+            if (sole_owner(gp))
+              gp.mul_(factor(s.H, gp));
+            else
+              gp = gp * s.H;
+          }
+          (*param_grads)[p] = std::move(gp);
         }
       }
     }
     torch::NoGradGuard no_grad;
     if (s.transition) return gx.defined() ? gx : torch::zeros_like(x_a);
-    return gx.defined() ? torch::add(lambda, gx, s.H) : lambda.clone();
+    if (!gx.defined()) return lambda.clone();
+    // λ + h gx, into gx's memory when it is autograd's fresh result (still in cache).
+    if (sole_owner(gx) && gx.sizes() == lambda.sizes() && gx.dtype() == lambda.dtype() &&
+        gx.is_contiguous())
+      return at::add_out(gx, lambda, gx, s.H);
+    return torch::add(lambda, gx, s.H);
   }
   // A coarse step across a transition: the adjoint of the composition, through autograd.
   torch::AutoGradMode grad_on(true);

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "chain.hpp"
@@ -82,6 +83,8 @@ class LayerEvaluator {
   LayerBank& bank_;
   const Chain& chain_;
   LayerEvaluations* tally(std::int64_t n);
+  /// h as a 0-dim tensor of like's dtype (step sizes of the stages, cached).
+  const torch::Tensor& factor(double h, const torch::Tensor& like);
 
   std::vector<std::vector<LayerEvaluations>>* table_ = nullptr;
   int level_ = 0;
@@ -89,6 +92,7 @@ class LayerEvaluator {
   std::int64_t batch_ = 0;
   bool training_ = false;
   bool scale_kernels_ = false;
+  std::vector<std::pair<double, torch::Tensor>> factors_;
 };
 
 }  // namespace weft::nn::detail

@@ -71,12 +71,13 @@ Network make_network(std::int64_t steps, double t_final = 1.0) {
 
 /// Plain sequential LibTorch: open, x <- x + h F_n(x), close. Parameter names as weft's.
 struct Reference : tnn::Module {
-  explicit Reference(std::int64_t steps, double t_final = 1.0)
+  explicit Reference(std::int64_t steps, double t_final = 1.0,
+                     const weft::nn::StepFactory& step = make_step)
       : h(t_final / static_cast<double>(steps)) {
     open = make_open();
     register_module("open", open.ptr());
     for (std::int64_t n = 0; n < steps; ++n) {
-      layers.push_back(make_step(n));
+      layers.push_back(step(n));
       register_module("step_" + std::to_string(n), layers.back().ptr());
     }
     close = make_close();
@@ -238,6 +239,49 @@ TEST_P(Exact, OutputAndEveryGradientEqualSequentialBackprop) {
 
 // N = 4: at 4 ranks the last rank owns point N only (no step layer, just the close layer).
 INSTANTIATE_TEST_SUITE_P(Steps, Exact, ::testing::Values(12, 7, 4));
+
+/// A step whose gradients autograd hands back without a copy: for x + b (even n) the
+/// gradients of x and of b are the incoming gradient itself; for x w + cat(b1, b2) (odd n)
+/// those of b1 and b2 are views of it. The adjoint scales and sums gradients in place only
+/// where no one else sees the write.
+struct PassThroughImpl : tnn::Module {
+  static constexpr std::int64_t kBatch = 3;
+  explicit PassThroughImpl(std::int64_t n) : odd(n % 2 == 1) {
+    torch::manual_seed(2000 + static_cast<std::uint64_t>(n));
+    const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+    if (!odd) {
+      b = register_parameter("b", torch::randn({kBatch, kChannels, kSide, kSide}, f64));
+      return;
+    }
+    w = register_parameter("w", torch::randn({1}, f64));
+    b1 = register_parameter("b1", torch::randn({kBatch, kChannels / 2, kSide, kSide}, f64));
+    b2 = register_parameter("b2", torch::randn({kBatch, kChannels / 2, kSide, kSide}, f64));
+  }
+  Tensor forward(const Tensor& x) { return odd ? x * w + torch::cat({b1, b2}, 1) : x + b; }
+  bool odd;
+  Tensor w, b, b1, b2;
+};
+TORCH_MODULE(PassThrough);
+
+TEST(Exact, GradientsThatAreTheIncomingGradientOrItsViewsStayExact) {
+  torch::set_num_threads(1);
+  const std::int64_t N = 6;
+  const weft::nn::StepFactory step = [](std::int64_t n) -> Layer { return PassThrough(n); };
+  Network net = make_network(N);
+  net.step = step;
+  Reference ref(N, 1.0, step);
+  LayerParallel model(MPI_COMM_WORLD, net);
+  for (std::uint64_t seed : {3u, 4u}) {
+    const Comparison c = compare_step(model, ref, make_batch(PassThroughImpl::kBatch, seed));
+    print("exact, pass-through gradients", c);
+    EXPECT_LT(c.loss, 1e-12);
+    EXPECT_LT(c.output, 1e-12);
+    EXPECT_LT(c.input_grad, 1e-12);
+    EXPECT_LT(c.max_param, 1e-12);
+    EXPECT_LT(c.network_grad, 1e-12);
+    EXPECT_EQ(c.compared, 2 + 3 * (N / 2) + 1 * (N / 2) + 2);
+  }
+}
 
 struct MultilevelCase {
   std::int64_t steps;
