@@ -120,6 +120,7 @@ struct Config {
   std::vector<RankSplit> splits;
   std::function<const weft::nn::BatchStatistics*()> stats;  // weft configurations only
   std::vector<double> fwd_solve, bwd_solve;                 // this rank's solve seconds
+  std::vector<std::vector<double>> fwd_levels, bwd_levels;  // its step seconds per level
   bool full_batch = true;  // the work bound's layer costs are measured at the full batch
 };
 
@@ -281,9 +282,11 @@ void measure_coarse_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor&
     }
 }
 
-std::string fmt_level(size_t level, double seconds) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%sL%zu %.1f", level == 0 ? "" : " ", level, 1e3 * seconds);
+// "L<level> <seconds spent in its sweeps>/<its work bound>" in ms.
+std::string fmt_level(size_t level, double spent, double bound) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%sL%zu %.1f/%.1f", level == 0 ? "" : " ", level, 1e3 * spent,
+                1e3 * bound);
   return text;
 }
 
@@ -540,6 +543,8 @@ int main(int argc, char** argv) {
         if (c.stats) {
           c.fwd_solve.push_back(c.stats()->forward.statistics.solve_seconds);
           c.bwd_solve.push_back(c.stats()->backward.statistics.solve_seconds);
+          c.fwd_levels.push_back(c.stats()->forward.statistics.step_seconds_per_level);
+          c.bwd_levels.push_back(c.stats()->backward.statistics.step_seconds_per_level);
         }
         c.forward.push_back(slowest[0]);
         c.backward.push_back(slowest[1]);
@@ -654,10 +659,14 @@ int main(int argc, char** argv) {
       const bool is_forward = r == &c.stats()->forward;
       double bound = 0;
       std::string levels;
+      const auto& per_level = is_forward ? c.fwd_levels : c.bwd_levels;
       for (size_t l = 0; l < r->evaluations.size(); ++l) {
         const double b = level_bound(l, r->evaluations[l]);
         bound += b;
-        levels += fmt_level(l, b);
+        std::vector<double> spent;  // this level's steps and vector operations, per batch
+        for (const auto& batch : per_level)
+          if (l < batch.size()) spent.push_back(batch[l]);
+        levels += fmt_level(l, median(spent), b);
       }
       const double solve = median(is_forward ? c.fwd_solve : c.bwd_solve);
       char line[256];
@@ -682,7 +691,8 @@ int main(int argc, char** argv) {
     MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
                static_cast<int>(mine.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
     if (rank != 0) continue;
-    std::printf("  %s, work bound per rank (levels: bound ms):\n", c.name.c_str());
+    std::printf("  %s, work bound per rank (levels: ms in its sweeps / bound):\n",
+                c.name.c_str());
     for (int r = 0; r < ranks; ++r)
       std::printf("    rank %d: %s\n", r, &all[mine.size() * static_cast<size_t>(r)]);
   }

@@ -130,10 +130,10 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
   // may update batch-norm statistics, and its graph is kept for the adjoint).
   const bool final_fine = info.done && info.level == 0 && b == a + 1 && s.bank_.is_local(a);
   if (final_fine && s.record_graphs_) {
-    Graph g = s.evaluator_.record(a, in, true);
-    torch::NoGradGuard no_grad;  // so the step needs no detached view of g.y
-    out = s.evaluator_.step_from(a, in, g.y);
-    s.graphs_[static_cast<size_t>(a - s.bank_.begin())] = std::move(g);
+    Graph& g = s.graphs_[static_cast<size_t>(a - s.bank_.begin())];
+    const Tensor y = s.evaluator_.record(a, in, true, g);
+    torch::NoGradGuard no_grad;  // so the step needs no detached view of y
+    out = s.evaluator_.step_from(a, in, y);
   } else {
     out = s.evaluator_.step(a, b, in, final_fine, depth(info.level));
   }
@@ -470,7 +470,7 @@ Tensor BatchSolve::forward(const Tensor& x0, bool record_graphs, bool needs_back
     }
     if (final_state) {
       ++stats_.graphs_recorded;
-      stats_.graph_bytes += static_cast<std::int64_t>(g.y.numel() * g.y.element_size());
+      stats_.graph_bytes += g.output_bytes;
     } else {
       g = Graph();
     }

@@ -1,6 +1,8 @@
 #include "layer_evaluator.hpp"
 
 #include <ATen/core/Generator.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 
 #include <mutex>
 #include <utility>
@@ -176,15 +178,42 @@ Tensor LayerEvaluator::step(std::int64_t a, std::int64_t b, const Tensor& x, boo
   return z;
 }
 
-Graph LayerEvaluator::record(std::int64_t n, const Tensor& x, bool updates_buffers) {
+void Graph::hold(const Tensor& y) {
+  root = y.requires_grad() ? torch::autograd::impl::gradient_edge(y) : torch::autograd::Edge();
+  output_bytes = static_cast<std::int64_t>(y.numel() * y.element_size());
+  recorded = true;
+}
+
+Tensor LayerEvaluator::record(std::int64_t n, const Tensor& x, bool updates_buffers, Graph& graph) {
   torch::AutoGradMode grad_on(true);
   if (auto* t = tally(n)) ++t->recorded;
-  Graph g;
-  g.x = x.detach().requires_grad_(true);
-  g.y = layer(n, g.x, updates_buffers);
-  g.version = x._version();
-  return g;
+  graph = Graph();
+  graph.x = x.detach().requires_grad_(true);
+  Tensor y = layer(n, graph.x, updates_buffers);
+  graph.hold(y);
+  graph.version = x._version();
+  return y;
 }
+
+namespace {
+/// torch::autograd::grad from y's gradient edge instead of y (allow_unused: an input the graph
+/// does not reach gets an undefined gradient).
+std::vector<Tensor> gradients(const torch::autograd::Edge& root, const Tensor& grad_y,
+                              const std::vector<Tensor>& inputs, bool keep_graph) {
+  torch::autograd::edge_list targets;
+  targets.reserve(inputs.size());
+  for (const Tensor& input : inputs) {
+    std::shared_ptr<torch::autograd::Node> fn = input.grad_fn();
+    if (!fn) fn = torch::autograd::impl::try_get_grad_accumulator(input);
+    if (fn)
+      targets.emplace_back(std::move(fn), input.output_nr());
+    else  // a leaf no operation used: unreachable
+      targets.emplace_back(std::make_shared<torch::autograd::Identity>(), 0);
+  }
+  return torch::autograd::Engine::get_default_engine().execute(
+      {root}, {grad_y}, keep_graph, /*create_graph=*/false, /*accumulate_grad=*/false, targets);
+}
+}  // namespace
 
 Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, const Tensor& lambda,
                            Graph& graph, bool retain_graph, const std::vector<Tensor>* params,
@@ -196,17 +225,16 @@ Tensor LayerEvaluator::vjp(std::int64_t a, std::int64_t b, const Tensor& x_a, co
     if (!graph.defined()) {
       torch::AutoGradMode grad_on(true);
       graph.x = x_a.detach().requires_grad_(true);
-      graph.y = layer(a, graph.x, false, depth);
+      graph.hold(layer(a, graph.x, false, depth));
       if (built) *built = true;
       if (auto* t = tally(a)) ++t->recorded;
     }
     Tensor gx;
-    if (graph.y.requires_grad()) {
+    if (graph.root.function) {
       if (auto* t = tally(a)) ++(params ? t->vjp_params : t->vjp);
       std::vector<Tensor> inputs{graph.x};
       if (params) inputs.insert(inputs.end(), params->begin(), params->end());
-      auto grads = torch::autograd::grad({graph.y}, inputs, {lambda}, retain_graph,
-                                         /*create_graph=*/false, /*allow_unused=*/true);
+      auto grads = gradients(graph.root, lambda, inputs, retain_graph);
       gx = std::move(grads[0]);
       if (params && param_grads) {
         torch::NoGradGuard no_grad;

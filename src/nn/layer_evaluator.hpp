@@ -35,10 +35,19 @@ class StreamGuard {
 };
 
 /// A layer's autograd graph y = L_n(x) at a leaf x that shares storage with the stored x_n.
+/// Only y's gradient edge is kept, not y: the vector-Jacobian product needs y's grad_fn, not
+/// its value, and the graph keeps y alive itself where a backward formula needs it. (Keeping
+/// y held a layer output per cached graph beyond what backprop holds: 4 MB of the stages
+/// network's 50-image batch.)
 struct Graph {
-  torch::Tensor x, y;
-  std::int64_t version = -1;
-  bool defined() const { return y.defined(); }
+  torch::Tensor x;
+  torch::autograd::Edge root;  ///< no function when y does not depend on anything trainable
+  bool recorded = false;
+  std::int64_t version = -1;      ///< x's version when recorded
+  std::int64_t output_bytes = 0;  ///< y's size (BatchStatistics::graph_bytes)
+  bool defined() const { return recorded; }
+  /// Keeps y's gradient edge.
+  void hold(const torch::Tensor& y);
 };
 
 class LayerEvaluator {
@@ -64,8 +73,8 @@ class LayerEvaluator {
   /// composition of Chain::segments otherwise.
   torch::Tensor step(std::int64_t a, std::int64_t b, const torch::Tensor& x, bool updates_buffers,
                      int depth = 0);
-  /// y = L_n(x) with its graph at a leaf sharing x's storage.
-  Graph record(std::int64_t n, const torch::Tensor& x, bool updates_buffers);
+  /// y = L_n(x), its graph (at a leaf sharing x's storage) into `graph`.
+  torch::Tensor record(std::int64_t n, const torch::Tensor& x, bool updates_buffers, Graph& graph);
   /// The step's value from its recorded layer output: x + H y, or y for a transition.
   torch::Tensor step_from(std::int64_t n, const torch::Tensor& x, const torch::Tensor& y) const;
 
