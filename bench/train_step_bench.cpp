@@ -691,8 +691,7 @@ int main(int argc, char** argv) {
     MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
                static_cast<int>(mine.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
     if (rank != 0) continue;
-    std::printf("  %s, work bound per rank (levels: ms in its sweeps / bound):\n",
-                c.name.c_str());
+    std::printf("  %s, work bound per rank (levels: ms in its sweeps / bound):\n", c.name.c_str());
     for (int r = 0; r < ranks; ++r)
       std::printf("    rank %d: %s\n", r, &all[mine.size() * static_cast<size_t>(r)]);
   }
