@@ -119,9 +119,7 @@ class KernelScaleGuard {
   }
   std::vector<std::pair<Tensor*, Tensor>> swapped_;
 };
-}  // namespace
 
-namespace {
 /// Nothing but `t` refers to its memory, so an in-place write is seen by no one else.
 /// Gradients from autograd are usually fresh, but one that passed through an operation
 /// unchanged may be the caller's λ or a view of it.

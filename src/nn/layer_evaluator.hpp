@@ -37,7 +37,7 @@ class StreamGuard {
 /// A layer's autograd graph y = L_n(x) at a leaf x that shares storage with the stored x_n.
 /// Only y's gradient edge is kept, not y: the vector-Jacobian product needs y's grad_fn, not
 /// its value, and the graph keeps y alive itself where a backward formula needs it. (Keeping
-/// y held a layer output per cached graph beyond what backprop holds: 4 MB of the stages
+/// y held a layer output per cached graph beyond what backprop holds: 4.5 MiB for the stages
 /// network's 50-image batch.)
 struct Graph {
   torch::Tensor x;
