@@ -73,10 +73,24 @@ int main(int argc, char** argv) {
   weft::keep_freed_memory();
   weft::mpi::Environment mpi_env(&argc, &argv);
   int batches = 40, threads = 1;
-  for (int a = 1; a + 1 < argc; a += 2) {
+  for (int a = 1; a < argc; a += 2) {
     const std::string flag = argv[a];
-    if (flag == "--batches") batches = std::max(1, std::stoi(argv[a + 1]));
-    if (flag == "--threads") threads = std::stoi(argv[a + 1]);
+    int* target = flag == "--batches" ? &batches : flag == "--threads" ? &threads : nullptr;
+    std::size_t used = 0;
+    int value = 0;
+    try {
+      if (target && a + 1 < argc) value = std::stoi(argv[a + 1], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (!target || a + 1 >= argc || used != std::string(argv[a + 1]).size() || value < 1) {
+      std::fprintf(stderr,
+                   "exact_mode_census: %s%s%s is invalid; usage: exact_mode_census "
+                   "[--batches N >= 1] [--threads N >= 1]\n",
+                   flag.c_str(), a + 1 < argc ? " " : "", a + 1 < argc ? argv[a + 1] : "");
+      return 2;
+    }
+    *target = value;
   }
   torch::set_num_threads(threads);
   at::globalContext().setFlushDenormal(true);

@@ -152,9 +152,10 @@ std::vector<torch::Tensor> layer_inputs(weft::nn::SequentialNetwork& seq, const 
   return inputs;
 }
 
-// One adjoint step of layer n as the solver performs it: the VJP of its graph y(leaf) with λ for
-// the state (and the parameters), then λ + h·(∂F/∂x)ᵀλ and the parameter gradients scaled by
-// h. Returns the new λ and the seconds it took.
+// One adjoint step of layer n as the solver performs it (src/nn/layer_evaluator.cpp): the VJP of
+// its graph y(leaf) with λ for the state (and the parameters), then λ + h·(∂F/∂x)ᵀλ summed into
+// autograd's result and the parameter gradients scaled in place by a 0-dim factor. Returns the
+// new λ and the seconds it took.
 std::pair<torch::Tensor, double> timed_vjp(weft::nn::SequentialNetwork& seq, std::int64_t n,
                                            const torch::Tensor& leaf, const torch::Tensor& y,
                                            const torch::Tensor& lambda, bool with_params,
@@ -166,12 +167,13 @@ std::pair<torch::Tensor, double> timed_vjp(weft::nn::SequentialNetwork& seq, std
     const auto params = seq->step(n).module().parameters();
     wrt.insert(wrt.end(), params.begin(), params.end());
   }
+  const torch::Tensor factor = torch::full({}, h, torch::TensorOptions().dtype(lambda.dtype()));
   const double t0 = now();
   auto grads = torch::autograd::grad({y}, wrt, {lambda}, retain_graph);
   torch::NoGradGuard no_grad;
-  torch::Tensor out = transition ? grads[0] : torch::add(lambda, grads[0], h);
+  torch::Tensor out = transition ? grads[0] : at::add_out(grads[0], lambda, grads[0], h);
   if (!transition)
-    for (size_t p = 1; p < grads.size(); ++p) grads[p].mul_(h);
+    for (size_t p = 1; p < grads.size(); ++p) grads[p].mul_(factor);
   return {out, now() - t0};
 }
 
