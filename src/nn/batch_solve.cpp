@@ -36,6 +36,13 @@ std::int64_t point_of(double t) {
 
 void TensorOps::sum(double a, const Tensor& x, double b, Tensor& y) const {
   torch::NoGradGuard no_grad;
+  if (solve->is_shared_zero(x)) {  // y = b y: no pass over memory for a zero
+    if (!y.defined() || b == 0.0)
+      y = x;
+    else if (b != 1.0 && !solve->is_shared_zero(y))
+      y.mul_(b);
+    return;
+  }
   if (y.defined() && solve->is_shared_zero(y)) y = Tensor();  // then y = a x is right
   if (!y.defined() || b == 0.0) {
     y = a == 1.0 ? x.clone() : x * a;
@@ -52,6 +59,10 @@ double TensorOps::norm(const Tensor& u) const {
 
 void TensorOps::copy(const Tensor& src, Tensor& dst) const {
   torch::NoGradGuard no_grad;
+  if (solve->is_shared_zero(src)) {  // copies of an initial guess share it too
+    dst = src;
+    return;
+  }
   if (dst.defined() && solve->is_shared_zero(dst)) dst = Tensor();
   if (dst.defined() && dst.sizes() == src.sizes() && dst.dtype() == src.dtype() &&
       dst.device() == src.device())
@@ -455,20 +466,14 @@ Tensor BatchSolve::forward(const Tensor& x0, bool record_graphs, bool needs_back
   boundary_ = Tensor();
   if (needs_backward) exchange_boundary();
 
-  // Keep only graphs recorded at the final states: stored here, or the left neighbour's last.
-  for (size_t k = 0; k < graphs_.size(); ++k) {
-    Graph& g = graphs_[k];
+  // The final sweep evaluates each layer once: its graph maps the input it saw to the stored
+  // x_{n+1}, and its batch statistics are those the running statistics took. With an F then C
+  // sweep the first layer after a C point saw that point before the C relaxation replaced it;
+  // its graph stays the layer's linearization (the two inputs agree at convergence). A graph
+  // whose input was changed in place since is invalid and rebuilt by the adjoint.
+  for (Graph& g : graphs_) {
     if (!g.defined()) continue;
-    const std::int64_t n = bank_.begin() + static_cast<std::int64_t>(k);
-    bool final_state = false;
-    if (n < lo_) {
-      final_state =
-          boundary_.defined() && g.x._version() == g.version && torch::equal(g.x, boundary_);
-    } else {
-      const Tensor* s = fsolver_->state(n);
-      final_state = s && s->data_ptr() == g.x.data_ptr() && s->_version() == g.version;
-    }
-    if (final_state) {
+    if (g.x._version() == g.version) {
       ++stats_.graphs_recorded;
       stats_.graph_bytes += g.output_bytes;
     } else {
@@ -484,7 +489,7 @@ Tensor BatchSolve::forward(const Tensor& x0, bool record_graphs, bool needs_back
   stats_.state_bytes = 2 * state_bytes;  // forward states and adjoint states
   if (rank_ != ranks_ - 1) return Tensor();
   Tensor& xN = *fsolver_->state(chain_.layers());
-  return forward_warm_ ? xN.clone() : std::move(xN);
+  return forward_warm_ || is_shared_zero(xN) ? xN.clone() : std::move(xN);
 }
 
 void BatchSolve::exchange_boundary() {
@@ -554,7 +559,8 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
   std::vector<Tensor> out;
   if (rank_ == 0) {
     Tensor& lambda_0 = *asolver_->state(0);
-    out.push_back(adjoint_warm_ ? lambda_0.clone() : std::move(lambda_0));
+    out.push_back(adjoint_warm_ || is_shared_zero(lambda_0) ? lambda_0.clone()
+                                                            : std::move(lambda_0));
   } else {
     out.emplace_back();
   }

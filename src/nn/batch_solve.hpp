@@ -36,7 +36,7 @@ struct StageShapes {
 
 /// Vector operations and MPI buffers of tensor states, shared by both Apps. Initial guesses
 /// share one zero tensor per stage, so operations that write into a state first detach it from
-/// that tensor (copy on write).
+/// that tensor (copy on write); copies of it share it too, and adding it is no operation.
 struct TensorOps {
   using State = torch::Tensor;
   BatchSolve* solve = nullptr;

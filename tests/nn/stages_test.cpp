@@ -341,6 +341,43 @@ TEST(BatchNorm, MultilevelIteratedToConvergenceUpdatesStatisticsOnceFromFinalSta
   train_and_compare(model, ref, 2, 6, 1e-10, "batch norm multilevel");
 }
 
+TEST(BatchNorm, FewIterationsReuseTheGraphOfEveryFinalSweepEvaluation) {
+  // Not converged: the F then C final sweep evaluates the first layer after each C-point before
+  // the C relaxation replaces that point. That evaluation produced the stored next state and
+  // took the running statistics, so the adjoint linearizes there: the forward's graphs serve
+  // every local layer and none is rebuilt. Like every MGRIT result, the gradients are those of
+  // one rank.
+  Kind k;
+  k.batchnorm = true;
+  const std::vector<std::int64_t> steps{5, 4};
+  const auto options = LayerParallelOptions::multilevel(3, 2, 2, 1);
+  LayerParallel model(MPI_COMM_WORLD, make_network(steps, k), options);
+  LayerParallel alone(MPI_COMM_SELF, make_network(steps, k), options);
+  const Batch b = make_batch(6, 41, torch::kFloat64);
+  for (LayerParallel* m : {&model, &alone}) {
+    const Tensor out = (*m)->forward(b.x);
+    (*m)->loss(out, [&](const Tensor& logits) { return cross_entropy(logits, b.labels); })
+        .backward();
+  }
+  const auto& s = model->statistics();
+  const std::int64_t local = model->end_layer() - model->first_layer();
+  EXPECT_EQ(s.graphs_recorded, local);
+  EXPECT_EQ(s.graphs_reused, local);
+  EXPECT_EQ(s.graphs_built, 0);
+  const auto mine = alone->named_parameters();
+  double worst = 0;
+  std::int64_t compared = 0;
+  for (const auto& p : model->named_parameters()) {
+    const Tensor* r = mine.find(p.key());
+    ASSERT_NE(r, nullptr) << p.key();
+    ASSERT_TRUE(p.value().grad().defined() && r->grad().defined()) << p.key();
+    worst = std::max(worst, rel(p.value().grad(), r->grad()));
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+  EXPECT_LT(allreduce_max(worst), 1e-12);
+}
+
 TEST(BatchNorm, TheOptionsTextNamesTheFinalSweepTheSolverRunsWithBuffers) {
   // The forward line ends with the final sweep: F then C where layers have buffers (multilevel).
   const auto final_sweep = [](const std::string& text) {
