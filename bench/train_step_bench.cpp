@@ -124,7 +124,8 @@ struct Config {
   bool full_batch = true;  // the work bound's layer costs are measured at the full batch
 };
 
-constexpr std::int64_t kCfactor = 4;  // of the MGRIT configuration
+constexpr std::int64_t kCfactor = 4;    // of the MGRIT configuration
+constexpr size_t kSamplesPerRound = 3;  // of each layer cost, before each round's batches
 
 // Seconds per layer evaluation of each kind, per chain layer (medians over the rounds).
 struct LayerCosts {
@@ -528,7 +529,7 @@ int main(int argc, char** argv) {
   const std::vector<std::int64_t> spans{kCfactor, kCfactor * kCfactor};  // levels 1 and 2
   for (int round = 0; round < warmup + rounds; ++round) {
     if (rank == 0 && round >= warmup)
-      for (int sample = 0; sample < 3; ++sample) {
+      for (size_t sample = 0; sample < kSamplesPerRound; ++sample) {
         measure_layer_costs(seq, data.images[0], costs);
         measure_backprop_costs(seq, data.images[0], costs);
         measure_coarse_costs(seq, data.images[0], spans, coarse_costs);
@@ -597,48 +598,92 @@ int main(int argc, char** argv) {
         1e3 * rank0, 1e3 * rank1, 1e3 * both, 1e3 * replicas, replicas / rank0,
         replicas / std::max(rank0, rank1), replicas / both);
   }
-  // Work bound per configuration, rank, direction and level.
+  // Work bound per configuration, rank, direction and level, from the cost samples
+  // [first, last) of each kind (rank 0 measures; every rank gets the medians).
   const auto layers = static_cast<size_t>(net.layers());
-  std::vector<double> cost(4 * layers), backprop_cost(4 * layers);
-  if (rank == 0)
-    for (size_t k = 0; k < layers; ++k) {
-      cost[k] = backprop_cost[k] = median(costs.plain[k]);
-      cost[layers + k] = backprop_cost[layers + k] = median(costs.recorded[k]);
-      cost[2 * layers + k] = median(costs.vjp[k]);
-      cost[3 * layers + k] = median(costs.vjp_params[k]);
-      backprop_cost[2 * layers + k] = median(costs.vjp_backprop[k]);
-      backprop_cost[3 * layers + k] = median(costs.vjp_params_backprop[k]);
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> intervals;  // [level - 1]
+  for (std::int64_t span : spans) intervals.push_back(coarse_intervals(net.layers(), span));
+  struct CostTable {
+    std::vector<double> cost, backprop_cost;  // 4 kinds x layers
+    std::vector<double> coarse;               // plain, build per interval, level by level
+  };
+  const auto cost_table = [&](size_t first, size_t last) {
+    const auto med = [&](const std::vector<double>& v) {
+      return median(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(first),
+                                        v.begin() + static_cast<std::ptrdiff_t>(last)));
+    };
+    CostTable t;
+    t.cost.assign(4 * layers, 0.0);
+    t.backprop_cost.assign(4 * layers, 0.0);
+    if (rank == 0) {
+      for (size_t k = 0; k < layers; ++k) {
+        t.cost[k] = t.backprop_cost[k] = med(costs.plain[k]);
+        t.cost[layers + k] = t.backprop_cost[layers + k] = med(costs.recorded[k]);
+        t.cost[2 * layers + k] = med(costs.vjp[k]);
+        t.cost[3 * layers + k] = med(costs.vjp_params[k]);
+        t.backprop_cost[2 * layers + k] = med(costs.vjp_backprop[k]);
+        t.backprop_cost[3 * layers + k] = med(costs.vjp_params_backprop[k]);
+      }
+      for (const auto& level : intervals)
+        for (const auto& ab : level) {
+          t.coarse.push_back(med(coarse_costs.plain[ab]));
+          t.coarse.push_back(med(coarse_costs.build[ab]));
+        }
     }
-  MPI_Bcast(cost.data(), static_cast<int>(cost.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  MPI_Bcast(backprop_cost.data(), static_cast<int>(backprop_cost.size()), MPI_DOUBLE, 0,
-            MPI_COMM_WORLD);
-  // Coarse levels: each coarse step (a, b) at its own measured cost, [level - 1][interval].
-  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> intervals;
-  std::vector<double> coarse_cost;  // plain, build per interval, level by level
-  for (std::int64_t span : spans) {
-    intervals.push_back(coarse_intervals(net.layers(), span));
-    for (const auto& ab : intervals.back()) {
-      coarse_cost.push_back(rank == 0 ? median(coarse_costs.plain[ab]) : 0.0);
-      coarse_cost.push_back(rank == 0 ? median(coarse_costs.build[ab]) : 0.0);
-    }
-  }
-  MPI_Bcast(coarse_cost.data(), static_cast<int>(coarse_cost.size()), MPI_DOUBLE, 0,
-            MPI_COMM_WORLD);
+    t.coarse.resize(2 * [&] {
+      size_t n = 0;
+      for (const auto& level : intervals) n += level.size();
+      return n;
+    }());
+    for (auto* v : {&t.cost, &t.backprop_cost, &t.coarse})
+      MPI_Bcast(v->data(), static_cast<int>(v->size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return t;
+  };
+  const size_t samples = static_cast<size_t>(rounds) * kSamplesPerRound;
+  const CostTable all_samples = cost_table(0, samples);
+  const std::vector<double>& coarse_cost = all_samples.coarse;
   // The work bound of one level of a solve on this rank [s].
   const auto level_bound = [&](size_t level, const std::vector<weft::nn::LayerEvaluations>& ev,
-                               bool as_backprop = false) {
+                               const CostTable& t, bool as_backprop = false) {
     if (level == 0 || level > intervals.size())
-      return work_bound(ev, as_backprop ? backprop_cost : cost);
+      return work_bound(ev, as_backprop ? t.backprop_cost : t.cost);
     size_t at = 0;
     for (size_t l = 1; l < level; ++l) at += 2 * intervals[l - 1].size();
     double bound = 0;
     for (const auto& [a, b] : intervals[level - 1]) {
       const auto& first = ev[static_cast<size_t>(a)];  // a coarse step counts at its first layer
-      bound += static_cast<double>(first.plain) * coarse_cost[at] +
-               static_cast<double>(first.vjp + first.vjp_params) * coarse_cost[at + 1];
+      bound += static_cast<double>(first.plain) * t.coarse[at] +
+               static_cast<double>(first.vjp + first.vjp_params) * t.coarse[at + 1];
       at += 2;
     }
     return bound;
+  };
+  // A solve's bound: the sum over its levels.
+  const auto solve_bound = [&](const weft::nn::SolveReport& r, const CostTable& t,
+                               bool as_backprop) {
+    double bound = 0;
+    for (size_t l = 0; l < r.evaluations.size(); ++l)
+      bound += level_bound(l, r.evaluations[l], t, as_backprop);
+    return bound;
+  };
+  // The same ratio round by round: each round's median solve time over the bound from that
+  // round's cost samples. The machine's speed drifts over seconds; within a round (about a
+  // second) solve and samples see the same speed.
+  std::vector<CostTable> per_round;
+  for (size_t r = 0; r < static_cast<size_t>(rounds); ++r)
+    per_round.push_back(cost_table(r * kSamplesPerRound, (r + 1) * kSamplesPerRound));
+  const auto round_ratios = [&](const Config& c, const weft::nn::SolveReport& r, bool forward,
+                                bool as_backprop) {
+    const auto& solves = forward ? c.fwd_solve : c.bwd_solve;
+    std::vector<double> ratios;
+    for (size_t k = 0; k < per_round.size(); ++k) {
+      const auto b = static_cast<std::ptrdiff_t>(k * static_cast<size_t>(batches));
+      const double solve =
+          median(std::vector<double>(solves.begin() + b, solves.begin() + b + batches));
+      const double bound = solve_bound(r, per_round[k], as_backprop);
+      if (bound > 0) ratios.push_back(solve / bound);
+    }
+    return ratios;
   };
   if (rank == 0) {
     std::printf("  coarse step costs [ms] (forward / adjoint build), per level and step (a-b):");
@@ -663,7 +708,7 @@ int main(int argc, char** argv) {
       std::string levels;
       const auto& per_level = is_forward ? c.fwd_levels : c.bwd_levels;
       for (size_t l = 0; l < r->evaluations.size(); ++l) {
-        const double b = level_bound(l, r->evaluations[l]);
+        const double b = level_bound(l, r->evaluations[l], all_samples);
         bound += b;
         std::vector<double> spent;  // this level's steps and vector operations, per batch
         for (const auto& batch : per_level)
@@ -671,23 +716,29 @@ int main(int argc, char** argv) {
         levels += fmt_level(l, median(spent), b);
       }
       const double solve = median(is_forward ? c.fwd_solve : c.bwd_solve);
-      char line[256];
+      char line[512];
+      // Backward: against the bound with the fine level's VJPs priced as backprop performs
+      // them, too. Then the same ratio by round (median and range).
+      const double cold = is_forward ? bound : solve_bound(*r, all_samples, true);
+      const auto by_round = round_ratios(c, *r, is_forward, !is_forward);
       std::snprintf(line, sizeof line, "%s solve %.1f ms, bound %.1f ms (%s), ratio %.3f; ",
                     is_forward ? "forward" : "backward", 1e3 * solve, 1e3 * bound, levels.c_str(),
                     bound > 0 ? solve / bound : 0.0);
       text += line;
       if (!is_forward) {
-        // The same with the fine level's VJPs priced as backprop performs them.
-        double cold = 0;
-        for (size_t l = 0; l < r->evaluations.size(); ++l)
-          cold += level_bound(l, r->evaluations[l], true);
-        std::snprintf(line, sizeof line, "VJPs priced as in backprop: bound %.1f ms, ratio %.3f",
+        std::snprintf(line, sizeof line, "VJPs priced as in backprop: bound %.1f ms, ratio %.3f; ",
                       1e3 * cold, cold > 0 ? solve / cold : 0.0);
+        text += line;
+      }
+      if (!by_round.empty()) {
+        std::snprintf(line, sizeof line, "by round %.3f (%.3f-%.3f)%s", median(by_round),
+                      *std::min_element(by_round.begin(), by_round.end()),
+                      *std::max_element(by_round.begin(), by_round.end()), is_forward ? "; " : "");
         text += line;
       }
     }
     // Gather every rank's line on rank 0.
-    std::vector<char> mine(512, '\0');
+    std::vector<char> mine(1024, '\0');
     std::snprintf(mine.data(), mine.size(), "%s", text.c_str());
     std::vector<char> all(mine.size() * static_cast<size_t>(ranks));
     MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
