@@ -15,15 +15,19 @@ constexpr std::uint64_t kOpenTag = 0x6f70656eULL;  // distinct seed streams per 
 constexpr std::uint64_t kCloseTag = 0x636c6f73ULL;
 constexpr std::uint64_t kTransitionTag = 0x7472616eULL;
 
-// Appends a 3x3 (3x3x3 in 3-D) convolution, padding 1.
+// Appends a 3x3 (3x3x3 in 3-D) convolution, padding 1. A convolution that feeds batch norm has
+// no bias: in training mode batch norm subtracts it again, so its gradient is exactly zero and
+// what an optimizer sees is round-off (Adam, which divides by the gradient's size, turns that
+// into steps of lr's size). Such a bias would still move the running mean, so evaluation would
+// depend on round-off: layer-parallel and sequential training would differ in evaluation only.
 void conv3x3(torch::nn::Sequential& seq, int dims, std::int64_t in, std::int64_t out,
-             std::int64_t stride = 1) {
+             std::int64_t stride, bool bias) {
   if (dims == 3)
-    seq->push_back(
-        torch::nn::Conv3d(torch::nn::Conv3dOptions(in, out, 3).stride(stride).padding(1)));
+    seq->push_back(torch::nn::Conv3d(
+        torch::nn::Conv3dOptions(in, out, 3).stride(stride).padding(1).bias(bias)));
   else
-    seq->push_back(
-        torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1)));
+    seq->push_back(torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(bias)));
 }
 
 void batch_norm(torch::nn::Sequential& seq, int dims, std::int64_t channels) {
@@ -80,11 +84,11 @@ nn::Network stages_net(const StagesNetSpec& spec) {
     st.step = [c, bn, dropout, seed, dims](std::int64_t n) -> nn::Layer {
       detail::SeedScope scope(seed * 1000003ULL + static_cast<std::uint64_t>(n));
       torch::nn::Sequential f;
-      conv3x3(f, dims, c, c);
+      conv3x3(f, dims, c, c, 1, !bn);
       if (bn) batch_norm(f, dims, c);
       f->push_back(torch::nn::ReLU());
       if (dropout > 0) f->push_back(torch::nn::Dropout(dropout));
-      conv3x3(f, dims, c, c);
+      conv3x3(f, dims, c, c, 1, !bn);
       if (bn) batch_norm(f, dims, c);
       return f;
     };
@@ -94,7 +98,7 @@ nn::Network stages_net(const StagesNetSpec& spec) {
         detail::SeedScope scope((seed ^ kTransitionTag) * 1000003ULL +
                                 static_cast<std::uint64_t>(n));
         torch::nn::Sequential g;
-        conv3x3(g, dims, c, out, 2);
+        conv3x3(g, dims, c, out, 2, !bn);
         if (bn) batch_norm(g, dims, out);
         g->push_back(torch::nn::ReLU());
         return g;
@@ -106,7 +110,7 @@ nn::Network stages_net(const StagesNetSpec& spec) {
   net.open = [c0, bn, seed, dims]() -> nn::Layer {
     detail::SeedScope scope(seed ^ kOpenTag);
     torch::nn::Sequential open;
-    conv3x3(open, dims, 1, c0);
+    conv3x3(open, dims, 1, c0, 1, !bn);
     if (bn) batch_norm(open, dims, c0);
     open->push_back(torch::nn::ReLU());
     return open;

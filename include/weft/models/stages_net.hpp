@@ -1,7 +1,7 @@
 #pragma once
 // The multi-stage image classifier of `weft train --model stages` (MNIST-format images,
 // 1 channel), in the style of the networks people train layer-parallel:
-//   open:        conv3x3 1->C_0, batch norm, ReLU
+//   open:        conv3x3 1->C_0, batch norm, ReLU  (no convolution bias before a batch norm)
 //   stage s:     N_s steps  x <- x + h_s F(x),  F = conv3x3-BN-ReLU-[dropout]-conv3x3-BN  at C_s
 //   transition:  conv3x3 stride 2 C_s->C_{s+1}, BN, ReLU  (halves the resolution)
 //   close:       global average pooling -> linear(C_last -> classes)
