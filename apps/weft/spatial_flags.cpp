@@ -14,7 +14,26 @@ bool is_convolutional(const ModelConfig& model) {
   return model.kind == "resnet" || model.kind == "stages" || model.kind == "conv3d";
 }
 
-void apply_spatial_levels(const std::string& text, TrainConfig& c) {
+namespace {
+// FCF on every level above one coarse in space, unless the user chose that level's nrelax.
+mgrit::Options relax_above_coarse_space(mgrit::Options o, const std::vector<int>& flags,
+                                        const GivenNrelax& given, const std::string& spatial) {
+  for (size_t l = 1; l < flags.size(); ++l) {
+    const int above = static_cast<int>(l) - 1;
+    if (flags[l] != 1 || o.nrelax_at(above) >= 1) continue;
+    if (above < given.count)
+      invalid_value(given.flag, given.text, "nrelax >= 1 on a level above one coarse in space",
+                    fmt::format("--spatial-levels {} makes level {} coarse in space, and level {} "
+                                "under F-relaxation (0) never converges",
+                                spatial, l, above));
+    o.nrelax(1, above);
+  }
+  return o;
+}
+}  // namespace
+
+void apply_spatial_levels(const std::string& text, TrainConfig& c, const GivenNrelax& given_fwd,
+                          const GivenNrelax& given_bwd) {
   const char* flag = "--spatial-levels";
   const int forward = c.parallel.forward().max_levels();
   const int backward = c.parallel.backward().max_levels();
@@ -35,6 +54,9 @@ void apply_spatial_levels(const std::string& text, TrainConfig& c) {
                   fmt::format("--model {} has no convolutional steps", c.model.kind));
   const auto prefix = [&](int n) { return std::vector<int>(flags.begin(), flags.begin() + n); };
   c.parallel.spatial_levels(prefix(forward), prefix(backward));
+  c.parallel
+      .forward(relax_above_coarse_space(c.parallel.forward(), prefix(forward), given_fwd, text))
+      .backward(relax_above_coarse_space(c.parallel.backward(), prefix(backward), given_bwd, text));
 }
 
 }  // namespace weft::cli

@@ -239,8 +239,16 @@ TrainConfig resolve_train(const Flags& f) {
   c.checkpoint_dir = f.get("--checkpoint", "");
   c.resume_dir = f.get("--resume", "");
   c.parallel.forward(solver_options(f, "fwd", recipe)).backward(solver_options(f, "bwd", recipe));
-  if (f.options.at("--spatial-levels")->count() > 0)
-    apply_spatial_levels(f.text.at("--spatial-levels"), c);
+  if (f.options.at("--spatial-levels")->count() > 0) {
+    auto given = [&](const char* flag) {
+      GivenNrelax g{flag, f.get(flag, ""), 0};
+      if (!g.text.empty())
+        g.count = static_cast<int>(parse_int_list(flag, g.text, 0, "integers >= 0").size());
+      return g;
+    };
+    apply_spatial_levels(f.text.at("--spatial-levels"), c, given("--fwd-nrelax"),
+                         given("--bwd-nrelax"));
+  }
   c.parallel.validate();
   return c;
 }

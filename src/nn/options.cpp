@@ -85,6 +85,16 @@ void LayerParallelOptions::validate() const {
                             std::to_string(flags[l]) + "; need 0 or 1");
     if (flags[0] != 0)
       throw InvalidOption(where + "entry 0 is 1; the fine level (0) cannot be coarsened in space");
+    // Under F-relaxation a level's C-points change only by the coarse correction, and a level
+    // coarse in space cannot correct what restriction drops: the iterations stagnate
+    // (docs/training.md, "Spatial coarsening"). C-relaxation propagates the C-points' values
+    // from the F-points, so FCF converges.
+    for (size_t l = 1; l < flags.size(); ++l)
+      if (flags[l] == 1 && o.nrelax_at(static_cast<int>(l) - 1) < 1)
+        throw InvalidOption(where + "level " + std::to_string(l) +
+                            " is coarse in space, so level " + std::to_string(l - 1) +
+                            " needs nrelax >= 1 (FCF relaxation), not 0: under F-relaxation "
+                            "iterations stagnate");
   };
   check_spatial(forward_spatial_, forward_, "forward");
   check_spatial(backward_spatial_, backward_, "backward");

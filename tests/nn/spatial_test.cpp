@@ -11,6 +11,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "spatial.hpp"
@@ -365,6 +366,24 @@ TEST(SpatialLevelsBadInput, WrongLengthOrCoarseFineLevelIsRejected) {
         LayerParallel(MPI_COMM_WORLD, make_network(s), converged(2, {0, 2}));
       },
       "entry 1 is 2");
+}
+
+TEST(SpatialLevelsBadInput, FRelaxationAboveALevelCoarseInSpaceIsRejected) {
+  // Its C-points would change only by a coarse correction that cannot hold what restriction
+  // drops: iterations stagnate. Level 1 above level 2 counts as well as the fine level.
+  const Shape s{2, 8, {8}, {2}};
+  for (const auto& [levels, spatial, level] : {std::make_tuple(2, std::vector<int>{0, 1}, 0),
+                                               std::make_tuple(3, std::vector<int>{0, 0, 1}, 1)}) {
+    LayerParallelOptions o = converged(levels, spatial);
+    auto forward = o.forward();
+    o.forward(forward.nrelax(0, level));
+    expect_invalid([&] { LayerParallel(MPI_COMM_WORLD, make_network(s), o); },
+                   "level " + std::to_string(level) + " needs nrelax >= 1");
+  }
+  // F-relaxation above a level coarse in time only is fine.
+  LayerParallelOptions o = converged(3, {0, 0, 1});
+  auto forward = o.forward();
+  EXPECT_NO_THROW(o.forward(forward.nrelax(0, 0)).validate());
 }
 
 TEST(SpatialLevelsBadInput, AStateTooSmallToCoarsenIsRejectedOnEveryRank) {
