@@ -54,7 +54,7 @@ Subcommand add_mgrit_command(CLI::App& weft) {
   CLI::App* cmd = weft.add_subcommand(
       "mgrit",
       "Solve a model problem with MGRIT and print the residual history. Without flags: the "
-      "PyMGRIT heat reference run of DESIGN.md. Problems (--problem):" +
+      "PyMGRIT heat reference run (docs/mgrit.md, §4). Problems (--problem):" +
           problems);
   auto args = std::make_shared<MgritArgs>();
   add_mgrit_flags(*cmd, *args);

@@ -253,7 +253,7 @@ constexpr const char* kIntegrator = "NAME[,NAME...]";
 }  // namespace
 
 // The registry. --help lists the problems and their flags in this order; the first is the
-// default problem (the PyMGRIT heat reference run of DESIGN.md).
+// default problem (the PyMGRIT heat reference run (docs/mgrit.md, §4)).
 const std::vector<ProblemEntry>& mgrit_problems() {
   static const std::vector<ProblemEntry> problems = {
       {"heat1d",

@@ -32,7 +32,7 @@ std::string MgritArgs::get(const std::string& flag, const std::string& fallback)
 
 namespace {
 
-// Defaults of the shared flags: the PyMGRIT heat reference run of DESIGN.md, iterated to the
+// Defaults of the shared flags: the PyMGRIT heat reference run (docs/mgrit.md, §4), iterated to the
 // tolerance (its first two residuals are the reference figures; --max-iter 2 reproduces the
 // reference run exactly). The problems' own defaults are in their registry entries.
 struct Defaults {

@@ -197,6 +197,9 @@ TrainConfig resolve_train(const Flags& f) {
         invalid_value(flag, f.text.at(flag), "used with --model gru|lstm only");
   c.data_ranks = static_cast<int>(parse_integer(
       "--data-ranks", f.get("--data-ranks", D::data_ranks), 1, "an integer >= 1", 1 << 20));
+  if (f.serial && c.data_ranks > 1)
+    invalid_value("--data-ranks", f.get("--data-ranks", D::data_ranks), "1 with --serial",
+                  "--serial trains on one rank, without replicas");
   const std::vector<std::string> opens = {"conv", "copy"};
   c.model.open = opens[parse_choice("--open", f.get("--open", D::open), opens)];
   c.model.seed = static_cast<std::uint64_t>(

@@ -86,12 +86,22 @@ void prepare_shared_memory_transport() {
 Environment::Environment(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
     prepare_shared_memory_transport();
-    check(MPI_Init(argc, argv), "MPI_Init");
+    check(MPI_Init_thread(argc, argv, kRequiredThreadLevel, &provided), "MPI_Init_thread");
+  } else {
+    MPI_Query_thread(&provided);
   }
   // Errors come back as codes so that check() can turn them into exceptions.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (provided < kRequiredThreadLevel) {
+    if (!initialized) MPI_Finalize();  // ours to end: the destructor will not run
+    throw MpiError("MPI provides thread support level " + std::to_string(provided) +
+                   " (MPI_THREAD_SINGLE = " + std::to_string(MPI_THREAD_SINGLE) +
+                   "); weft needs MPI_THREAD_SERIALIZED (" + std::to_string(MPI_THREAD_SERIALIZED) +
+                   "): the backward of device tensors runs MPI on an autograd thread");
+  }
 }
 
 Environment::~Environment() {

@@ -112,6 +112,7 @@ TEST_F(StagesTrain, BadFlagsAreOneLineAndExitTwoOnEveryRank) {
       {2, "--model stages --stage-channels 8,16 --stage-steps 2"},
       {2, "--model stages --data-ranks 3"},
       {2, "--model stages --data-ranks 2 --batch 51"},
+      {2, "--model stages --serial --data-ranks 2"},
       {2, "--model resnet --dropout 0.1"},
       {2, "--model stages --dropout 1"},
       {4, "--model stages --stage-channels 8 --stage-steps 2"},

@@ -11,7 +11,7 @@
 
 namespace weft::mgrit {
 
-/// Where and when the residual is measured, and the default initial phase (DESIGN.md).
+/// Where and when the residual is measured, and the default initial phase (docs/mgrit.md, §4).
 enum class Convention {
   XBraid,   ///< level 0, during the down-cycle, before the coarse correction; default skip
   PyMGRIT,  ///< after each full cycle; default nested iteration

@@ -11,7 +11,7 @@
 // its parts (sweeps, transfers, cycles, phases) are one algorithm sharing the level storage, and
 // splitting them into several headers would only scatter it.
 //
-// Algorithm and conventions: shared/DESIGN.md and docs/mgrit.md. In short, every operation on
+// Algorithm and conventions: docs/mgrit.md. In short, every operation on
 // a level is a *sweep*: one left-to-right pass in which a point's new value depends only on its
 // predecessor. F-points are stepped from their predecessor (a chain inside each interval),
 // C-points are relaxed or give a residual from their predecessor. A sweep walks the local

@@ -44,8 +44,13 @@ class OwnedComm {
 /// messages where the system allows it and turns it off where it would fail (containers).
 void prepare_shared_memory_transport();
 
-/// Initializes MPI for the lifetime of the object (after prepare_shared_memory_transport) and
-/// finalizes it unless aborted.
+/// The thread support weft needs: the backward of device tensors may run MPI on an autograd
+/// thread (one thread at a time).
+constexpr int kRequiredThreadLevel = MPI_THREAD_SERIALIZED;
+
+/// Initializes MPI for the lifetime of the object (after prepare_shared_memory_transport) with
+/// kRequiredThreadLevel, and finalizes it unless aborted. Throws weft::MpiError when MPI (or
+/// whoever initialized it before) provides less thread support.
 class Environment {
  public:
   Environment(int* argc, char*** argv);

@@ -1,5 +1,5 @@
 #pragma once
-// The manufactured 1-D heat problem of DESIGN.md:
+// The manufactured 1-D heat problem of the PyMGRIT heat reference (docs/mgrit.md, §4):
 //   u_t = u_xx - sin(pi x)(sin t - pi^2 cos t),  x in [x0, x1], u = 0 on the boundary,
 //   u(x, 0) = sin(pi x); exact solution sin(pi x) cos t (for x0 = 0 and an even x1).
 // Second-order differences on nx points (nx - 2 interior unknowns), backward Euler with a
