@@ -5,9 +5,10 @@
 #   target_link_libraries(app PRIVATE weft::mgrit)   # MPI + std only
 #   target_link_libraries(app PRIVATE weft::nn)      # the LibTorch layer (finds Torch itself)
 #
-# Exported targets: weft::mgrit, weft::problems, weft::data and, with LibTorch, weft::nn and
-# weft::models. The PETSc problems are not exported (PETSc comes as a pkg-config target that a
-# consumer would have to recreate); the `weft` tool links them when it was built with them.
+# Exported targets: weft::mgrit, weft::problems, weft::data and, with LibTorch, weft::nn,
+# weft::nn_options (LayerParallelOptions, which weft::nn links) and weft::models. The PETSc
+# problems are not exported (PETSc comes as a pkg-config target that a consumer would have to
+# recreate); the weft-petsc program links them when weft was built with them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -16,7 +17,7 @@ set(WEFT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/weft
 
 set(weft_exported weft_mgrit weft_problems weft_data)
 if(WEFT_WITH_TORCH)
-  list(APPEND weft_exported weft_nn weft_models)
+  list(APPEND weft_exported weft_nn_options weft_nn weft_models)
 endif()
 foreach(target IN LISTS weft_exported)
   string(REPLACE "weft_" "" export_name ${target})
@@ -27,7 +28,13 @@ install(TARGETS ${weft_exported} EXPORT weftTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# weft hands train/eval/predict and PETSc's heat2d to the programs beside it (apps/weft).
 install(TARGETS weft RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+foreach(program IN ITEMS weft-nn weft-petsc)
+  if(TARGET ${program})
+    install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()
 set(weft_torch_headers "")
 if(NOT WEFT_WITH_TORCH)  # the headers of the LibTorch layer only come with its libraries
   set(weft_torch_headers PATTERN "nn" EXCLUDE PATTERN "models" EXCLUDE)

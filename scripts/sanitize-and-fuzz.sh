@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
 # Builds weft with clang, AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's coverage
-# instrumentation into ./build-sanitize, runs the unit, MPI, reference, data and nn tests under
-# them, then runs each libFuzzer harness (fuzz/) for WEFT_FUZZ_SECONDS (default 60) from its seed
-# corpus in fuzz/corpus. Any sanitizer report, test failure or fuzzer crash fails the script.
-# Called by scripts/run-tests.sh; takes about 15 minutes on 2 cores with a cold compiler cache.
+# instrumentation into ./build-sanitize, runs every library test program under them (unit, MPI,
+# schedule, step map, reference, data, nn, breadth: each test program registered with
+# weft_add_test, at all its rank counts), then runs each libFuzzer harness (fuzz/) for
+# WEFT_FUZZ_SECONDS (default 60) from its seed corpus in fuzz/corpus. Any sanitizer report, test
+# failure or fuzzer crash fails the script. Not covered here: the end-to-end tests of the `weft`
+# programs (tests/cli, tests/train: they run the same library code through the CLI, and
+# sanitized they would not fit CI's time) and the Python module's tests.
+# Called by scripts/run-tests.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-sanitize
 seconds=${WEFT_FUZZ_SECONDS:-60}
-tests=(weft_unit_test weft_solver_test weft_agree_test weft_pymgrit_semantics_test weft_reference_test
-       weft_data_test weft_nn_test)
+tests=(weft_unit_test weft_solver_test weft_agree_test weft_pymgrit_semantics_test weft_schedule_test
+       weft_step_map_test weft_reference_test weft_data_test weft_breadth_problems_test
+       weft_breadth_gradient_test weft_breadth_petsc_test weft_nn_test weft_nn_stages_test
+       weft_nn_stages_net_test weft_nn_spatial_test weft_nn_recurrent_test
+       weft_nn_sequence_classifier_test weft_nn_predict_schedule_test)
 fuzzers=(idx checkpoint)
+# A test program added to the suite must be added here too (or the comment above must say why).
+registered=$(grep -ho 'weft_add_test(NAME [a-z0-9_]*' tests/*/CMakeLists.txt | awk '{print $2}' | sort)
+if [[ "$registered" != "$(printf '%s\n' "${tests[@]}" | sort)" ]]; then
+  echo "sanitize-and-fuzz.sh: its test list differs from the weft_add_test programs:" >&2
+  diff <(printf '%s\n' "${tests[@]}" | sort) <(echo "$registered") >&2 || true
+  exit 1
+fi
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DWEFT_WITH_TORCH=ON -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_FUZZ=ON \

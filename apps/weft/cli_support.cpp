@@ -11,6 +11,7 @@
 #include <limits>
 #include <system_error>
 
+#include "programs.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -135,7 +136,10 @@ void check_output_folder(const std::string& option, const std::string& path, int
 
 void report_error(const std::string& prefix, const std::string& message, MPI_Comm comm) {
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  if (comm == MPI_COMM_NULL)
+    rank = launcher_rank();
+  else
+    MPI_Comm_rank(comm, &rank);
   if (rank != 0) return;
   std::string line = prefix + ": " + message;
   for (char& c : line)

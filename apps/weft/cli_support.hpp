@@ -27,6 +27,8 @@ struct Subcommand {
   CLI::App* app = nullptr;
   /// Runs on every rank of `comm`; returns the exit code or throws (see run_guarded).
   std::function<int(MPI_Comm comm)> run;
+  /// After parsing: the program that runs it when not this one (programs.hpp), or nullptr.
+  std::function<const char*()> program;
 };
 
 /// Registers a subcommand (its name, help and options) on the `weft` parser.
@@ -78,7 +80,8 @@ void check_output_folder(const std::string& option, const std::string& path, int
 /// 1, so that no rank waits forever.
 int run_guarded(const std::string& prefix, MPI_Comm comm, const std::function<int()>& body);
 
-/// Prints one line (newlines in `message` become spaces) to stderr on rank 0 of `comm`.
+/// Prints one line (newlines in `message` become spaces) to stderr on rank 0 of `comm`; with
+/// MPI_COMM_NULL (before MPI starts) on the launcher's rank 0 (programs.hpp, launcher_rank).
 void report_error(const std::string& prefix, const std::string& message, MPI_Comm comm);
 
 }  // namespace weft::cli

@@ -167,7 +167,7 @@ Subcommand add_data_command(CLI::App& weft) {
   cmd->add_option("--test-size", a->test, "test samples (default 1000)")->type_name("INT");
   cmd->add_option("--size", a->size, "voxels per side (default 32)")->type_name("INT");
   cmd->add_option("--seed", a->seed, "generator seed (default 1)")->type_name("INT");
-  return Subcommand{cmd, [a](MPI_Comm comm) { return run_data(*a, comm); }};
+  return Subcommand{cmd, [a](MPI_Comm comm) { return run_data(*a, comm); }, nullptr};
 }
 
 }  // namespace weft::cli

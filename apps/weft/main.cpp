@@ -1,11 +1,14 @@
 // The `weft` command-line tool: a small dispatcher over subcommands, one file per subcommand.
-// Every rank parses the same argv, so every rank reaches the same verdict on bad input; errors
-// are printed once, by rank 0 (see cli_support.hpp for the exit codes).
+// The command line is parsed before MPI starts, so that --help and flag errors cost no MPI
+// start-up; every rank parses the same argv and reaches the same verdict, and only the
+// launcher's rank 0 prints it (see cli_support.hpp for the exit codes). A subcommand that
+// another of weft's programs runs is handed to it, still before MPI starts (programs.hpp).
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "data_command.hpp"
 #include "mgrit_command.hpp"
 #include "plot_command.hpp"
+#include "programs.hpp"
 #ifdef WEFT_HAVE_TORCH
 #include "predict_command.hpp"
 #include "train_command.hpp"
@@ -37,9 +41,7 @@ constexpr weft::cli::SubcommandFactory kSubcommands[] = {
 // clang-format on
 
 int dispatch(int argc, char** argv) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-
+  using weft::cli::report_error;
   CLI::App weft{"weft: layer-parallel training and multigrid-reduction-in-time (MGRIT) over MPI",
                 "weft"};
   weft.require_subcommand(1);
@@ -56,10 +58,10 @@ int dispatch(int argc, char** argv) {
     std::vector<std::string> names;
     for (const auto& c : commands) names.push_back(c.app->get_name());
     if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-      weft::cli::report_error("weft",
-                              "unknown subcommand '" + std::string(argv[1]) +
-                                  "'; accepted: " + weft::cli::join(names) + " (see 'weft --help')",
-                              MPI_COMM_WORLD);
+      report_error("weft",
+                   "unknown subcommand '" + std::string(argv[1]) +
+                       "'; accepted: " + weft::cli::join(names) + " (see 'weft --help')",
+                   MPI_COMM_NULL);
       return weft::cli::kExitUsage;
     }
   }
@@ -67,18 +69,26 @@ int dispatch(int argc, char** argv) {
     weft.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      if (rank == 0) weft.exit(e);  // --help: prints the help text
+      if (weft::cli::launcher_rank() == 0) weft.exit(e);  // --help: prints the help text
       return weft::cli::kExitOk;
     }
     const std::string name = prefix();
-    weft::cli::report_error(name, std::string(e.what()) + " (see '" + name + " --help')",
-                            MPI_COMM_WORLD);
+    report_error(name, std::string(e.what()) + " (see '" + name + " --help')", MPI_COMM_NULL);
     return weft::cli::kExitUsage;
   }
-  for (const auto& c : commands)
-    if (c.app->parsed())
+  for (const auto& c : commands) {
+    if (!c.app->parsed()) continue;
+    if (const char* other = c.program ? c.program() : nullptr)
+      return weft::cli::run_program(other, argv);
+    try {
+      weft::mpi::Environment env(&argc, &argv);
       return weft::cli::run_guarded(prefix(), MPI_COMM_WORLD,
                                     [&]() { return c.run(MPI_COMM_WORLD); });
+    } catch (const std::exception& e) {  // MPI did not start as weft needs it
+      report_error(prefix(), e.what(), MPI_COMM_NULL);
+      return weft::cli::kExitFailure;
+    }
+  }
   return weft::cli::kExitUsage;  // unreachable: require_subcommand(1)
 }
 
@@ -88,7 +98,10 @@ int main(int argc, char** argv) {
   // Training frees and reallocates the same states every batch: keep that memory in the process
   // (docs/benchmarks.md, "Fifth session"; WEFT_KEEP_FREED_MEMORY=0 keeps glibc's defaults).
   weft::keep_freed_memory();
-  weft::mpi::Environment env(&argc, &argv);
-  // The outer guard catches what escapes parsing (e.g. std::bad_alloc); subcommands have their own.
-  return weft::cli::run_guarded("weft", MPI_COMM_WORLD, [&]() { return dispatch(argc, argv); });
+  try {
+    return dispatch(argc, argv);
+  } catch (const std::exception& e) {  // what escapes parsing (e.g. std::bad_alloc)
+    weft::cli::report_error("weft", e.what(), MPI_COMM_NULL);
+    return weft::cli::kExitFailure;
+  }
 }

@@ -10,6 +10,7 @@
 
 #include "mgrit_problems.hpp"
 #include "mgrit_settings.hpp"
+#include "programs.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::cli {
@@ -58,7 +59,12 @@ Subcommand add_mgrit_command(CLI::App& weft) {
           problems);
   auto args = std::make_shared<MgritArgs>();
   add_mgrit_flags(*cmd, *args);
-  return Subcommand{cmd, [args](MPI_Comm comm) { return run_mgrit(*args, comm); }};
+  return Subcommand{cmd, [args](MPI_Comm comm) { return run_mgrit(*args, comm); },
+                    [args]() -> const char* {
+                      const bool heat2d =
+                          args->given("--problem") && args->text.at("--problem") == "heat2d";
+                      return heat2d ? heat2d_program() : nullptr;
+                    }};
 }
 
 }  // namespace weft::cli

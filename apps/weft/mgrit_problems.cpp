@@ -8,6 +8,7 @@
 
 #include "mgrit_run.hpp"
 #include "mgrit_settings.hpp"
+#include "programs.hpp"
 #include "weft/mgrit/problems/advection1d.hpp"
 #include "weft/mgrit/problems/brusselator.hpp"
 #include "weft/mgrit/problems/dahlquist_levels.hpp"
@@ -323,6 +324,14 @@ const ProblemEntry* find_mgrit_problem(const std::string& name) {
   for (const ProblemEntry& e : mgrit_problems())
     if (name == e.name) return &e;
   return nullptr;
+}
+
+bool heat2d_has_petsc() {
+#ifdef WEFT_HAVE_PETSC
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace weft::cli

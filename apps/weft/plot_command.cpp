@@ -394,7 +394,7 @@ Subcommand add_plot_command(CLI::App& weft) {
     sub->add_option("--title", args->title, "the picture's title")->type_name("TEXT");
     sub->callback([args, name = std::string(k.name)] { args->kind = name; });
   }
-  return Subcommand{cmd, [args](MPI_Comm comm) { return run_plot(*args, comm); }};
+  return Subcommand{cmd, [args](MPI_Comm comm) { return run_plot(*args, comm); }, nullptr};
 }
 
 }  // namespace weft::cli

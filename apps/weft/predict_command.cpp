@@ -1,270 +1,16 @@
-#include "predict_command.hpp"
-
-#include <fmt/format.h>
-
+// `weft predict`: its flags (those of `weft train` and its own); weft-nn runs it
+// (predict_run.cpp).
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <exception>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <numeric>
 #include <string>
-#include <thread>
-#include <vector>
 
+#include "cli_support.hpp"
 #include "predict.hpp"
+#include "programs.hpp"
 #include "train_command.hpp"
-#include "weft/util/error.hpp"
-#include "weft/util/mpi.hpp"
 
 namespace weft::cli {
-namespace {
-
-using json = nlohmann::json;
-
-// Typical of MPI between two processes of one node over shared memory; --latency-us and
-// --bandwidth-gbs replace them, a run on 2 or more ranks measures them.
-constexpr double kDefaultLatency = 2e-6;
-constexpr double kDefaultBandwidth = 5e9;
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-/// A barrier that sleeps between polls.
-void quiet_barrier(MPI_Comm comm) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  mpi::check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
-  for (int done = 0; !done;) {
-    mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test (barrier)");
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
-/// Half the median round trip of `bytes` between ranks 0 and 1 (others idle).
-double half_round_trip(MPI_Comm comm, std::size_t bytes, int repeats) {
-  const int rank = mpi::rank(comm);
-  std::vector<char> buffer(std::max<std::size_t>(bytes, 1));
-  std::vector<double> t;
-  for (int k = 0; k <= repeats; ++k) {
-    const double t0 = now();
-    if (rank == 0) {
-      mpi::check(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, comm), "ping");
-      mpi::check(
-          MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, comm, MPI_STATUS_IGNORE),
-          "pong");
-    } else if (rank == 1) {
-      mpi::check(
-          MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, comm, MPI_STATUS_IGNORE),
-          "ping");
-      mpi::check(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, comm), "pong");
-    }
-    if (k > 0) t.push_back((now() - t0) / 2);
-  }
-  std::sort(t.begin(), t.end());
-  double mid = t[t.size() / 2];
-  mpi::check(MPI_Bcast(&mid, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast (ping-pong)");
-  return mid;
-}
-
-LinkCosts link_costs(const PredictConfig& p, MPI_Comm comm, std::size_t state_bytes) {
-  LinkCosts link;
-  if (p.latency >= 0 || p.bandwidth > 0 || mpi::size(comm) < 2) {
-    link.latency = p.latency >= 0 ? p.latency : kDefaultLatency;
-    link.bandwidth = p.bandwidth > 0 ? p.bandwidth : kDefaultBandwidth;
-    link.source = p.latency >= 0 || p.bandwidth > 0 ? "flags (defaults for the rest)"
-                                                    : "defaults (run on 2 ranks to measure)";
-    return link;
-  }
-  const double small = half_round_trip(comm, 8, 200);
-  const double large = half_round_trip(comm, state_bytes, 20);
-  link.latency = small;
-  link.bandwidth = large > small ? static_cast<double>(state_bytes) / (large - small) : 1e12;
-  link.source = fmt::format("ping-pong between ranks 0 and 1 (8 B and {} B)", state_bytes);
-  return link;
-}
-
-/// N chain layers of the model the flags describe, where known without building it.
-std::int64_t layers_of(const ModelConfig& m) {
-  if (m.kind == "resnet") return m.steps;
-  if (m.kind == "stages")
-    return std::accumulate(m.stage_steps.begin(), m.stage_steps.end(), std::int64_t{0}) +
-           static_cast<std::int64_t>(m.stage_steps.size()) - 1;
-  return -1;
-}
-
-std::vector<int> rank_counts(const PredictConfig& p, std::int64_t layers) {
-  std::vector<int> out = p.ranks;
-  if (out.empty())
-    for (std::int64_t r = 1; r <= std::min<std::int64_t>(1024, layers); r *= 2)
-      out.push_back(static_cast<int>(r));
-  for (int r : out)
-    if (r > layers)
-      invalid_value("--ranks", std::to_string(r), fmt::format("rank counts in 1..{}", layers),
-                    fmt::format("the network has {} layers; layer parallelism needs at least one "
-                                "layer per rank",
-                                layers));
-  return out;
-}
-
-json costs_json(const MeasuredCosts& m) {
-  auto ms = [](const std::vector<double>& v) {
-    json a = json::array();
-    for (double s : v) a.push_back(1e3 * s);
-    return a;
-  };
-  json spatial = json::array();
-  for (size_t d = 0; d < m.spatial.size(); ++d) {
-    const SpatialCosts& sc = m.spatial[d];
-    spatial.push_back({{"depth", d + 1},
-                       {"state_bytes", sc.state_bytes},
-                       {"forward_ms", ms(sc.forward)},
-                       {"adjoint_build_ms", ms(sc.adjoint_build)},
-                       {"axpy_ms", ms(sc.axpy)},
-                       {"restriction_ms", ms(sc.restriction)},
-                       {"interpolation_ms", ms(sc.interpolation)}});
-  }
-  return {{"threads", m.threads},
-          {"layers", m.layers},
-          {"forward_depth_per_level", m.forward_depth},
-          {"adjoint_depth_per_level", m.adjoint_depth},
-          {"spatial", spatial},
-          {"forward_ms", ms(m.forward)},
-          {"forward_record_ms", ms(m.forward_record)},
-          {"adjoint_reuse_ms", ms(m.adjoint_reuse)},
-          {"adjoint_final_ms", ms(m.adjoint_final)},
-          {"adjoint_build_ms", ms(m.adjoint_build)},
-          {"open_forward_ms", 1e3 * m.open_forward},
-          {"open_backward_ms", 1e3 * m.open_backward},
-          {"close_ms", 1e3 * m.close},
-          {"optimizer_ms", 1e3 * m.optimizer},
-          {"state_bytes", m.state_bytes},
-          {"forward_in_situ_per_level", m.forward_in_situ},
-          {"adjoint_in_situ_per_level", m.adjoint_in_situ}};
-}
-
-int run(const PredictConfig& p, MPI_Comm comm) {
-  const TrainConfig& c = p.train;
-  if (c.data_ranks > 1)
-    invalid_value("--data-ranks", std::to_string(c.data_ranks), "1 with weft predict",
-                  "data x layer parallelism is not modelled");
-  const std::int64_t known = layers_of(c.model);
-  if (known > 0) rank_counts(p, known);  // bad --ranks fails before any measurement
-  if (!p.json_path.empty())
-    mpi::collectively(comm, [&] {
-      if (mpi::rank(comm) == 0) check_output_file("--json", p.json_path);
-    });
-  // Rank 0 measures alone, so that the figures are one rank's on its core; the others wait
-  // without spinning (a blocking MPI call polls and would take a core from rank 0).
-  MeasuredCosts m;
-  std::exception_ptr error;
-  if (mpi::rank(comm) == 0) try {
-      m = measure_costs(c, p.repeats);
-    } catch (...) {
-      error = std::current_exception();
-    }
-  quiet_barrier(comm);
-  mpi::agree_or_throw(comm, error);
-  std::size_t bytes = 0;
-  if (mpi::rank(comm) == 0) bytes = m.state_bytes.empty() ? 8 : m.state_bytes.back();
-  unsigned long long b = bytes;
-  mpi::check(MPI_Bcast(&b, 1, MPI_UNSIGNED_LONG_LONG, 0, comm), "MPI_Bcast (state bytes)");
-  const LinkCosts link = link_costs(p, comm, static_cast<std::size_t>(b));
-  if (mpi::rank(comm) != 0) return kExitOk;
-
-  const std::vector<int> counts = rank_counts(p, m.layers);
-  std::vector<Prediction> predictions;
-  for (int r : counts) predictions.push_back(predict_batch(c, m, link, r));
-  const double serial = m.serial_batch;
-  int break_even = 0;
-  for (const Prediction& q : predictions)
-    if (q.ranks > 1 && q.batch_seconds < serial) {
-      break_even = q.ranks;
-      break;
-    }
-
-  std::printf("weft predict: %s, %lld layers, batch %lld, %d torch thread%s per rank\n",
-              c.model.kind.c_str(), static_cast<long long>(m.layers),
-              static_cast<long long>(c.batch), m.threads, m.threads == 1 ? "" : "s");
-  std::printf("messages: latency %.2f us, bandwidth %.2f GB/s (%s)\n", 1e6 * link.latency,
-              1e-9 * link.bandwidth, link.source.c_str());
-  std::printf("serial LibTorch batch (forward, loss, backward, optimizer): %.2f ms\n",
-              1e3 * serial);
-  if (m.recurrent)
-    std::printf(
-        "%lld sequence steps; one %s step: %.3f ms forward, %.3f ms adjoint (build + vjp)\n",
-        static_cast<long long>(m.layers),
-        c.model.implicit_step > 0
-            ? fmt::format("implicit-cell ({} iterations)", c.model.implicit_iterations).c_str()
-            : "cell",
-        1e3 * m.forward.front(), 1e3 * m.adjoint_build.front());
-  if (!m.forward_in_situ.empty()) {
-    auto list = [](const std::vector<double>& v) {
-      std::string out;
-      for (double f : v) out += (out.empty() ? "" : ", ") + fmt::format("{:.3f}", f);
-      return out;
-    };
-    std::printf(
-        "in situ, per level (the solvers' own time training at one rank / the same steps "
-        "priced from the isolated figures): forward %s; adjoint %s\n",
-        list(m.forward_in_situ).c_str(), list(m.adjoint_in_situ).c_str());
-  }
-  auto total = [](const std::vector<double>& v) {
-    return std::accumulate(v.begin(), v.end(), 0.0);
-  };
-  for (size_t d = 0; d < m.spatial.size(); ++d) {
-    const SpatialCosts& sc = m.spatial[d];
-    std::printf(
-        "spatial depth %zu: final state %zu B (fine %zu B); all layers once: forward %.3f ms "
-        "(fine %.3f), adjoint %.3f ms (fine %.3f); restriction %.3f ms, interpolation %.3f ms "
-        "per final state\n",
-        d + 1, sc.state_bytes.back(), m.state_bytes.back(), 1e3 * total(sc.forward),
-        1e3 * total(m.forward), 1e3 * total(sc.adjoint_build), 1e3 * total(m.adjoint_build),
-        1e3 * sc.restriction.back(), 1e3 * sc.interpolation.back());
-  }
-  std::printf("%8s  %12s  %10s  %16s  %28s\n", "ranks", "batch ms", "speedup", "busiest rank ms",
-              "forward / backward / rest ms");
-  for (const Prediction& q : predictions)
-    std::printf("%8d  %12.3f  %10.3f  %16.3f  %8.3f / %8.3f / %6.3f\n", q.ranks,
-                1e3 * q.batch_seconds, serial / q.batch_seconds, 1e3 * q.busiest_seconds,
-                1e3 * q.forward_seconds, 1e3 * q.backward_seconds, 1e3 * q.optimizer_seconds);
-  if (break_even > 0)
-    std::printf("break-even: %d ranks (the fewest listed that beat serial LibTorch)\n", break_even);
-  else
-    std::printf("break-even: none up to %d ranks\n", counts.back());
-  std::fflush(stdout);
-
-  if (!p.json_path.empty()) {
-    json list = json::array();
-    for (const Prediction& q : predictions)
-      list.push_back({{"ranks", q.ranks},
-                      {"batch_ms", 1e3 * q.batch_seconds},
-                      {"speedup_vs_serial", serial / q.batch_seconds},
-                      {"busiest_rank_ms", 1e3 * q.busiest_seconds},
-                      {"forward_ms", 1e3 * q.forward_seconds},
-                      {"backward_ms", 1e3 * q.backward_seconds},
-                      {"optimizer_ms", 1e3 * q.optimizer_seconds}});
-    const json out = {{"predictions", list},
-                      {"serial_batch_ms", 1e3 * serial},
-                      {"break_even_ranks", break_even > 0 ? json(break_even) : json(nullptr)},
-                      {"model", c.model.kind},
-                      {"batch", c.batch},
-                      {"latency_us", 1e6 * link.latency},
-                      {"bandwidth_gbs", 1e-9 * link.bandwidth},
-                      {"link_source", link.source},
-                      {"costs", costs_json(m)}};
-    std::ofstream f(p.json_path);
-    f << out.dump(2) << "\n";
-    if (!f) throw BadData("--json " + p.json_path + ": cannot write");
-  }
-  return kExitOk;
-}
-
-}  // namespace
 
 Subcommand add_predict_command(CLI::App& weft) {
   CLI::App* cmd = weft.add_subcommand(
@@ -287,7 +33,8 @@ Subcommand add_predict_command(CLI::App& weft) {
       "measuring passes, each timing every figure; a figure is its median over the passes "
       "(default 9; fewer, but at least 3, once 20 s have gone)");
   return Subcommand{
-      cmd, [flags, extra, cmd](MPI_Comm comm) {
+      cmd,
+      [flags, extra, cmd](MPI_Comm comm) {
         PredictConfig p;
         p.train = resolve_network_flags(*flags);
         auto given = [&](const char* name) { return cmd->count(name) > 0; };
@@ -308,8 +55,9 @@ Subcommand add_predict_command(CLI::App& weft) {
         if (given("--repeats"))
           p.repeats = static_cast<int>(
               parse_integer("--repeats", text("--repeats"), 1, "an integer in [1, 1000]", 1000));
-        return run(p, comm);
-      }};
+        return network_runners().predict(p, comm);
+      },
+      network_program};
 }
 
 }  // namespace weft::cli

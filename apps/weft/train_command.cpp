@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "programs.hpp"
 #include "spatial_flags.hpp"
 #include "training.hpp"
 #include "weft/util/error.hpp"
@@ -383,7 +384,9 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--resume", "DIR",
          "continue the run saved in DIR (architecture, seed and optimizer from DIR; "
          "--epochs counts from the start of the run)");
-  return Subcommand{cmd, [f](MPI_Comm comm) { return run_training(resolve_train(*f), comm); }};
+  return Subcommand{cmd,
+                    [f](MPI_Comm comm) { return network_runners().train(resolve_train(*f), comm); },
+                    network_program};
 }
 
 Subcommand add_eval_command(CLI::App& weft) {
@@ -398,7 +401,8 @@ Subcommand add_eval_command(CLI::App& weft) {
   f->add(*cmd, "--batch", "INT", "evaluation batch size (default 500)");
   f->add(*cmd, "--threads", "INT", "torch threads per rank; 0 = cores / ranks (default 0)");
   f->add(*cmd, "--json", "PATH", "write loss, accuracy and the confusion matrix as JSON");
-  return Subcommand{cmd, [f](MPI_Comm comm) {
+  return Subcommand{cmd,
+                    [f](MPI_Comm comm) {
                       EvalConfig c;
                       c.resume_dir = f->get("--resume", "");
                       c.data_dir = f->get("--data", TrainDefaults::data);
@@ -410,8 +414,9 @@ Subcommand add_eval_command(CLI::App& weft) {
                           parse_integer("--batch", f->get("--batch", "500"), 1, "an integer >= 1");
                       c.threads = static_cast<int>(parse_threads(f->get("--threads", "0")));
                       c.json_path = f->get("--json", "");
-                      return run_evaluation(c, comm);
-                    }};
+                      return network_runners().eval(c, comm);
+                    },
+                    network_program};
 }
 
 }  // namespace weft::cli

@@ -197,4 +197,70 @@ TEST(PredictSchedule, LevelsCoarsenedInSpaceSendCoarseStatesAndCostLess) {
   }
 }
 
+// Exact mode (one level both ways) on a 6-layer chain with known costs: the predicted batch and
+// its phases equal the critical path worked out by hand from the chains over the ranks.
+TEST(PredictSchedule, ExactModeBatchIsItsHandComputedCriticalPath) {
+  MeasuredCosts m;
+  m.layers = 6;
+  m.transition.assign(6, false);
+  m.step_size.assign(6, 1.0 / 6);
+  std::vector<double> a(6), b(6);  // the final sweeps' steps: forward with graph, adjoint
+  for (size_t n = 0; n < 6; ++n) {
+    a[n] = 1.0 + 0.1 * static_cast<double>(n);
+    b[n] = 2.0 + 0.1 * static_cast<double>(n);
+  }
+  m.forward_record = a;
+  m.adjoint_final = b;
+  m.forward.assign(6, 100.0);  // other figures: a schedule that used them would show it
+  m.adjoint_reuse.assign(6, 100.0);
+  m.adjoint_build.assign(6, 100.0);
+  m.axpy.assign(7, 100.0);
+  m.state_bytes.assign(7, 1000);
+  m.parameters.assign(6, 10.0);
+  m.open_forward = 0.5;
+  m.open_backward = 0.7;
+  m.close = 0.3;
+  m.optimizer = 0.8;
+  m.open_parameters = 5;
+  m.open_close_parameters = 20;  // open 5, close 15: 80 parameters in all
+  TrainConfig c;
+  c.parallel = LayerParallelOptions::exact();
+  weft::cli::LinkCosts link;
+  link.latency = 0.01;
+  link.bandwidth = 1e5;
+  const double msg = 0.01 + 1000 / 1e5;  // one state
+  const double reduce = 2 * 0.01;        // a reduction of nothing over 2 ranks: 2 log2(2) latencies
+  auto sum = [](const std::vector<double>& v, size_t lo, size_t hi) {
+    double s = 0;
+    for (size_t n = lo; n < hi; ++n) s += v[n];
+    return s;
+  };
+
+  // One rank: everything in a row; reductions over one rank cost nothing.
+  const auto one = weft::cli::predict_batch(c, m, link, 1);
+  const double fwd1 = 0.5 + sum(a, 0, 6), bwd1 = 0.3 + sum(b, 0, 6) + 0.7;
+  EXPECT_NEAR(one.batch_seconds, fwd1 + bwd1 + 0.8, 1e-12);
+  EXPECT_NEAR(one.forward_seconds, fwd1, 1e-12);
+  EXPECT_NEAR(one.backward_seconds, bwd1, 1e-12);
+
+  // Two ranks: 7 points split 4 + 3, so rank 0 owns layers 0-2 and rank 1 layers 3-5 (both
+  // directions). Forward: rank 0 opens and steps, its last state travels to rank 1, which
+  // steps on (the boundary exchange for the adjoint arrives meanwhile).
+  const double rank0_forward = 0.5 + sum(a, 0, 3);
+  const double forward_end = rank0_forward + msg + sum(a, 3, 6);
+  // Close and loss on rank 1, then the loss and λ_N's health reduced over both ranks.
+  const double reduced = forward_end + 0.3 + 2 * reduce;
+  // Adjoint: rank 1 steps first, its λ travels to rank 0, which steps and runs open's backward.
+  const double rank1_adjoint = reduced + sum(b, 3, 6);
+  const double rank0_adjoint = rank1_adjoint + msg + sum(b, 0, 3) + 0.7;
+  // Each rank steps the optimizer over its own parameters: rank 0 layers 0-2 and open (35 of
+  // 80), rank 1 layers 3-5 and close (45 of 80).
+  const double end = std::max(rank0_adjoint + 0.8 * 35 / 80, rank1_adjoint + 0.8 * 45 / 80);
+  const auto two = weft::cli::predict_batch(c, m, link, 2);
+  EXPECT_NEAR(two.forward_seconds, forward_end, 1e-12);
+  EXPECT_NEAR(two.backward_seconds, rank0_adjoint - forward_end, 1e-12);
+  EXPECT_NEAR(two.batch_seconds, end, 1e-12);
+  EXPECT_NEAR(two.busiest_seconds, 0.5 + sum(a, 0, 3) + sum(b, 0, 3) + 0.7 + 0.8 * 35 / 80, 1e-12);
+}
+
 }  // namespace

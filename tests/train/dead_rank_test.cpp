@@ -62,7 +62,8 @@ bool alive(pid_t pid) {
 }
 
 // Starts `mpiexec -np NP weft ARGS`, waits until every rank runs and `ready` holds, kills the
-// last rank, and checks how the job ends.
+// last rank, and checks how the job ends. Call it inside ASSERT_NO_FATAL_FAILURE: its ASSERTs
+// end only this helper. Whatever way it ends, no process of the job is left running.
 void kill_one_rank(int np, const std::string& args, const fs::path& dir,
                    const std::function<bool()>& ready) {
   const fs::path out = dir / ("out" + std::to_string(np)), err = dir / ("err" + std::to_string(np));
@@ -77,6 +78,18 @@ void kill_one_rank(int np, const std::string& args, const fs::path& dir,
     _exit(127);
   }
   std::vector<std::pair<pid_t, int>> ranks;
+  // On an early return (a failed ASSERT) the job must not outlive the test.
+  struct Reaper {
+    pid_t launcher;
+    const std::vector<std::pair<pid_t, int>>& ranks;
+    ~Reaper() {
+      int status = 0;
+      if (waitpid(launcher, &status, WNOHANG) != 0) return;
+      kill(-launcher, SIGKILL);
+      for (const auto& entry : ranks) kill(entry.first, SIGKILL);
+      waitpid(launcher, &status, 0);
+    }
+  } reaper{launcher, ranks};
   const auto start = Clock::now();
   while (seconds_since(start) < 90) {
     ranks = ranks_of(launcher);
@@ -117,17 +130,19 @@ TEST(DeadRank, EndsATrainingJobWithin10Seconds) {
   const std::string data = weft::train_test::tiny_dataset(dir / "data", 28, 28).string();
   for (int np : {2, 4}) {
     const fs::path out = dir / ("out" + std::to_string(np));
-    kill_one_rank(
+    ASSERT_NO_FATAL_FAILURE(kill_one_rank(
         np, "train --no-progress --threads 1 --steps 4 --channels 2 --epochs 100000 --data " + data,
-        dir, [&]() { return slurp(out).find("epoch 1:") != std::string::npos; });
+        dir, [&]() { return slurp(out).find("epoch 1:") != std::string::npos; }))
+        << np << " ranks";
   }
 }
 
 TEST(DeadRank, EndsAnMgritJobWithin10Seconds) {
   const fs::path dir = work_dir();
   for (int np : {2, 4})
-    kill_one_rank(np, "mgrit --nx 129 --nt 200000 --tol 0 --max-iter 100000", dir,
-                  []() { return true; });
+    ASSERT_NO_FATAL_FAILURE(kill_one_rank(
+        np, "mgrit --nx 129 --nt 200000 --tol 0 --max-iter 100000", dir, []() { return true; }))
+        << np << " ranks";
 }
 
 }  // namespace

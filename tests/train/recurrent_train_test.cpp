@@ -58,6 +58,11 @@ TEST_F(RecurrentTrain, LstmCheckpointResumesAtAnotherRankCountAndMultilevelRepor
   const auto second = train(3, kSmall + "--model lstm --epochs 2 --resume " + ck + ml, dir, "a");
   ASSERT_EQ(second.size(), 2u);
   EXPECT_EQ(second[1]["epoch"], 2);
+  // Resumed at another rank count, epoch 2 is the uninterrupted run's to round-off.
+  const auto whole = train(3, kSmall + "--model lstm --epochs 2" + ml, dir, "uninterrupted");
+  ASSERT_EQ(whole.size(), 2u);
+  expect_relative(second[1]["train_loss"], whole[1]["train_loss"], 1e-5, "resumed train loss");
+  expect_relative(second[1]["test_loss"], whole[1]["test_loss"], 1e-5, "resumed test loss");
   const Outcome ev = weft(2, "eval --test-size 100 --resume " + ck, dir);
   EXPECT_EQ(ev.code, 0) << ev.out << ev.err;
 }

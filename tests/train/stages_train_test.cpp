@@ -90,13 +90,25 @@ TEST_F(StagesTrain, ReplicasEqualSerialTrainingWithTheGlobalBatch) {
 TEST_F(StagesTrain, OneCheckpointResumesAtAnotherSplitAndMultilevelReportsItsLevels) {
   const fs::path dir = work_dir();
   const std::string ck = (dir / "ck").string();
-  const std::string ml = "";  // the stages recipe: 2 levels, cf 2, both directions
+  // The stages recipe (2 levels, cf 2, both directions) with a constant learning rate: the
+  // cosine decay runs over --epochs, so a 1-epoch run's epoch 1 is not a 2-epoch run's.
+  const std::string ml = " --lr-schedule constant";
   const auto first =
       train(4, kSmall + "--epochs 1 --data-ranks 2 --checkpoint " + ck + ml, dir, "a");
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0]["fwd_levels"], 2);
   EXPECT_EQ(first[0]["bwd_levels"], 2);
   EXPECT_TRUE(fs::exists(fs::path(ck) / "manifest.json"));
+  // Resumed with the same replica split at another layer-rank count (2 x 1), epoch 2 is the
+  // uninterrupted run's (2 x 2) to round-off.
+  const auto resumed = train(2, kSmall + "--epochs 2 --data-ranks 2 --resume " + ck + ml, dir, "r");
+  const auto whole = train(4, kSmall + "--epochs 2 --data-ranks 2" + ml, dir, "uninterrupted");
+  ASSERT_EQ(resumed.size(), 1u);
+  ASSERT_EQ(whole.size(), 2u);
+  EXPECT_EQ(resumed[0]["epoch"], 2);
+  expect_relative(resumed[0]["train_loss"], whole[1]["train_loss"], 1e-5, "resumed train loss");
+  expect_relative(resumed[0]["test_loss"], whole[1]["test_loss"], 1e-5, "resumed test loss");
+  // At another split (one replica of 2 ranks) it resumes too.
   const auto second =
       train(2, kSmall + "--epochs 2 --resume " + ck + ml, dir, "a");  // appends epoch 2
   ASSERT_EQ(second.size(), 2u);
