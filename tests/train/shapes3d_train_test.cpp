@@ -1,4 +1,4 @@
-// End-to-end tests of the 3-D benchmark: `weft data shapes3d` writes a tiny set that
+// End-to-end tests of the 3-D benchmark: `weft data shapes3d` writes small sets that
 // `weft train --model conv3d` trains on at 2 ranks (exact mode equal to --serial, and
 // multilevel) with metrics and a checkpoint that `weft eval` reads; `--data shapes3d` generates
 // the cached set once, reuses it and regenerates it when damaged; a model that does not take
@@ -44,8 +44,6 @@ TEST(Shapes3dTrain, Conv3dTrainsOnGeneratedVolumesExactAndMultilevelWithMetricsA
   ASSERT_EQ(exact.size(), 1u);
   EXPECT_EQ(exact[0]["model"], "conv3d");
   EXPECT_EQ(exact[0]["ranks"], 2);
-  EXPECT_GE(exact[0]["test_accuracy"].get<double>(), 0.0);
-  EXPECT_LE(exact[0]["test_accuracy"].get<double>(), 1.0);
   EXPECT_TRUE(std::isfinite(exact[0]["train_loss"].get<double>()));
   // Exact mode is plain LibTorch training of the same 3-D network, layer-parallel.
   const auto serial = train(1, kTiny + data + "--serial", dir, "serial");
@@ -60,6 +58,24 @@ TEST(Shapes3dTrain, Conv3dTrainsOnGeneratedVolumesExactAndMultilevelWithMetricsA
   const Outcome ev = weft(0, "eval --resume " + ck + " " + data, dir);
   EXPECT_EQ(ev.code, 0) << ev.out << ev.err;
   EXPECT_NE(ev.out.find("20 test images"), std::string::npos) << ev.out;
+}
+
+// Learning, not only running: 1000 generated 8^3 volumes of 10 classes, 6 epochs at 2 ranks
+// reach 52-56 % test accuracy (seeds 1-3, 3 Dec 2026); chance is 10 %, the bound 35 %.
+TEST(Shapes3dTrain, Conv3dLearnsTheShapesWellAboveChance) {
+  const fs::path dir = work_dir();
+  const fs::path data = dir / "volumes";
+  const Outcome made = weft(
+      0, "data shapes3d --size 8 --train-size 1000 --test-size 200 --out " + data.string(), dir);
+  ASSERT_EQ(made.code, 0) << made.out << made.err;
+  const auto run = train(2,
+                         "--model conv3d --stage-channels 4,8 --stage-steps 2,2 --batch 20 "
+                         "--epochs 6 --lr 0.01 --lr-schedule cosine --data " +
+                             data.string(),
+                         dir, "learn");
+  ASSERT_EQ(run.size(), 6u);
+  EXPECT_GE(run[5]["test_accuracy"].get<double>(), 0.35);
+  EXPECT_LT(run[5]["train_loss"].get<double>(), run[0]["train_loss"].get<double>());
 }
 
 TEST(Shapes3dTrain, DataShapes3dIsGeneratedOnceIntoTheCacheAndRegeneratedWhenDamaged) {
