@@ -23,6 +23,9 @@ json to_json(const ModelConfig& m) {
     j["stage_steps"] = m.stage_steps;
     j["batchnorm"] = m.batchnorm;
     j["dropout"] = m.dropout;
+    // Since 3 Dec 2026 the convolutions before a batch norm have no bias (stages_net.hpp):
+    // checkpoints without this key hold parameters this network does not have.
+    if (m.batchnorm) j["conv_bias_before_bn"] = false;
   } else {
     j["channels"] = m.channels;
     j["steps"] = m.steps;
@@ -47,6 +50,12 @@ json checkpoint_metadata(const std::string& dir) {
     if (m.coarse_input != "start" && m.coarse_input != "mean")
       throw BadData("checkpoint " + dir + ": the model's coarse_input '" + m.coarse_input +
                     "' is not start or mean");
+    const json& model = meta.at("model");
+    if ((m.kind == "stages" || m.kind == "conv3d") && m.batchnorm &&
+        !model.contains("conv_bias_before_bn"))
+      throw BadData("checkpoint " + dir + ": written by a weft before 3 Dec 2026, whose " + m.kind +
+                    " network had convolution biases before batch norm (this one has none, "
+                    "docs/training.md §4); resume or evaluate it with the build that wrote it");
     if (!(m.implicit_step >= 0) || m.implicit_iterations < 1)
       throw BadData("checkpoint " + dir + ": the model's implicit_step " +
                     number_text(m.implicit_step) + " or implicit_iterations " +

@@ -118,6 +118,26 @@ TEST_F(StagesTrain, OneCheckpointResumesAtAnotherSplitAndMultilevelReportsItsLev
   EXPECT_EQ(ev.code, 0) << ev.out << ev.err;
 }
 
+// A checkpoint of the stages network from before the convolutions lost their bias before batch
+// norm (its metadata lacks "conv_bias_before_bn") would load without those biases: refused.
+TEST_F(StagesTrain, ACheckpointFromTheNetworkWithBiasesBeforeBatchNormIsRefusedInOneLine) {
+  const fs::path dir = work_dir();
+  const fs::path ck = dir / "ck";
+  const auto run = train(1,
+                         "--model stages --stage-channels 4 --stage-steps 1 --train-size 20 "
+                         "--test-size 20 --batch 10 --epochs 1 --exact --checkpoint " +
+                             ck.string(),
+                         dir, "old");
+  ASSERT_EQ(run.size(), 1u);
+  const fs::path manifest = ck / "manifest.json";
+  json m = json::parse(weft::cli_test::slurp(manifest));
+  ASSERT_TRUE(m["metadata"]["model"].contains("conv_bias_before_bn")) << m.dump();
+  m["metadata"]["model"].erase("conv_bias_before_bn");
+  std::ofstream(manifest) << m.dump(1) << "\n";
+  weft::train_test::expect_one_line(weft(2, "eval --test-size 20 --resume " + ck.string(), dir), 1,
+                                    "convolution biases before batch norm");
+}
+
 TEST_F(StagesTrain, BadFlagsAreOneLineAndExitTwoOnEveryRank) {
   const fs::path dir = work_dir();
   const std::vector<std::pair<int, std::string>> cases = {
