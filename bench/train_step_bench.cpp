@@ -9,25 +9,26 @@
 // table shows medians and ratios to the baseline, step evaluations per level, and per rank
 // where the time of the weft configurations went.
 // --model stages: the multi-stage batch-norm network of weft train --model stages (8,16,32
-// channels, 2 steps each) instead. At 2 ranks two more configurations compare data parallelism
-// with its baseline: weft exact mode on one rank with half the batch (on each rank in turn, the
-// other sleeping), and 2 replicas x 1 rank taking half the batch each (gradients averaged); the
-// goal is <= 1.1x per global batch, in wall time (the slowest rank from the common start).
-// Per rank it also prints memory: own parameters and buffers, ghost copies, stored states and
-// cached graphs. A third data-parallel reference runs weft exact mode with half the batch on
-// every rank at once, without communication: two processes sharing the machine, which is what
-// the replicas pay besides their all-reduces.
-// Work bound: the cost of each evaluation kind is measured in isolation on the sequential
-// network, interleaved with the rounds: on the fine level per layer (x + h F(x) without graph,
-// with graph, vector-Jacobian product for the state, and for state and parameters), on coarse
-// levels per coarse step as the solver composes it (forward without graph; adjoint: record the
-// composition, then its vector-Jacobian product). Each weft configuration's solve time per
-// direction is compared with the sum over its levels of its evaluations (counted by the
-// solver's reports) times those costs. The backward is compared a second time with the fine
-// level's VJPs priced as backprop performs them (graphs recorded by a forward sweep over the
-// chain, VJPs in reverse order: their saved tensors are out of cache, as in the adjoint's reuse
-// of the forward's graphs). --only PREFIX runs just the configurations so named (profiling).
-// Run at 1 and 2 ranks: bench/run_train_bench.sh.
+// channels, 2 steps each) instead. --model tiny: 1 channel, 64 steps (copy-open), where a
+// step's arithmetic is nearly nothing and the ratios to plain LibTorch show what weft adds per
+// step (with --batch 8: the overhead-bound configuration of issue 24, item 7). At 2 ranks two more
+// configurations compare data parallelism with its baseline: weft exact mode on one rank with half
+// the batch (on each rank in turn, the other sleeping), and 2 replicas x 1 rank taking half the
+// batch each (gradients averaged); the goal is <= 1.1x per global batch, in wall time (the slowest
+// rank from the common start). Per rank it also prints memory: own parameters and buffers, ghost
+// copies, stored states and cached graphs. A third data-parallel reference runs weft exact mode
+// with half the batch on every rank at once, without communication: two processes sharing the
+// machine, which is what the replicas pay besides their all-reduces. Work bound: the cost of each
+// evaluation kind is measured in isolation on the sequential network, interleaved with the rounds:
+// on the fine level per layer (x + h F(x) without graph, with graph, vector-Jacobian product for
+// the state, and for state and parameters), on coarse levels per coarse step as the solver composes
+// it (forward without graph; adjoint: record the composition, then its vector-Jacobian product).
+// Each weft configuration's solve time per direction is compared with the sum over its levels of
+// its evaluations (counted by the solver's reports) times those costs. The backward is compared a
+// second time with the fine level's VJPs priced as backprop performs them (graphs recorded by a
+// forward sweep over the chain, VJPs in reverse order: their saved tensors are out of cache, as in
+// the adjoint's reuse of the forward's graphs). --only PREFIX runs just the configurations so named
+// (profiling). Run at 1 and 2 ranks: bench/run_train_bench.sh.
 #include <mpi.h>
 #include <torch/torch.h>
 
@@ -342,7 +343,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   std::string dir = "/usr/share/datasets/fashion-mnist";
   std::string model_kind = "resnet";
-  int batches = 3, warmup = 1, threads = 1, rounds = 8;
+  int batches = 3, warmup = 1, threads = 1, rounds = 8, batch_size = 50;
   bool flush_denormal = true;  // as weft train does; --flush-denormal 0 keeps subnormal floats
   std::string only;  // --only PREFIX: run just the configurations so named (for profiling)
   for (int a = 1; a + 1 < argc; a += 2) {
@@ -353,16 +354,22 @@ int main(int argc, char** argv) {
     if (flag == "--threads") threads = std::stoi(argv[a + 1]);
     if (flag == "--rounds") rounds = std::stoi(argv[a + 1]);
     if (flag == "--model") model_kind = argv[a + 1];
+    if (flag == "--batch") batch_size = std::stoi(argv[a + 1]);
     if (flag == "--only") only = argv[a + 1];  // ratios are then to the first one run
     if (flag == "--flush-denormal") flush_denormal = std::string(argv[a + 1]) != "0";
   }
   torch::set_num_threads(threads);
   at::globalContext().setFlushDenormal(flush_denormal);
-  const Batches data = load(dir, batches, 50);
+  if (model_kind != "resnet" && model_kind != "stages" && model_kind != "tiny") {
+    if (rank == 0) std::fprintf(stderr, "train_step_bench: --model resnet|stages|tiny\n");
+    return 2;
+  }
+  const Batches data = load(dir, batches, batch_size);
 
   weft::models::ImageResNetSpec spec;
-  spec.channels = 8;
-  spec.steps = 32;
+  const bool tiny = model_kind == "tiny";
+  spec.channels = tiny ? 1 : 8;
+  spec.steps = tiny ? 64 : 32;
   spec.open = weft::models::OpenLayer::Copy;
   const bool stages = model_kind == "stages";
   const weft::nn::Network net = stages ? weft::models::stages_net(weft::models::StagesNetSpec())
@@ -558,12 +565,14 @@ int main(int argc, char** argv) {
 
   if (rank == 0) {
     std::printf(
-        "# training batch: %s, batch 50, Fashion-MNIST; %d "
+        "# training batch: %s, batch %d, Fashion-MNIST; %d "
         "rank(s), %d torch thread(s) per rank; medians of %d rounds x %d batches, "
         "configurations interleaved batch by batch; subnormals %s; %s; batches [ms]\n",
         stages ? "stages network 8,16,32 channels x 2 steps, batch norm"
+        : tiny ? "copy-open 1 channel, 64 steps"
                : "copy-open 8 channels, 32 steps",
-        ranks, threads, rounds, batches, flush_denormal ? "flushed" : "kept", allocator.c_str());
+        batch_size, ranks, threads, rounds, batches, flush_denormal ? "flushed" : "kept",
+        allocator.c_str());
     std::printf("  %-34s %9s %9s %9s %9s %8s %9s\n", "", "forward", "backward", "optim", "total",
                 "ratio", "wall");
   }

@@ -241,7 +241,9 @@ std::pair<double, double> distributed_vs_replicated(CoarseInput coarse) {
   rnn->to(torch::kFloat64);
   const Tensor x = torch::randn({steps, kBatch, kInput}, torch::kFloat64);
   const Tensor w = torch::randn({steps, kBatch, kHidden}, torch::kFloat64);
-  const auto [first, end] = rnn->local_steps(steps);
+  // Plain variables, not a structured binding: lambdas capture those only from C++20 on.
+  const auto local = rnn->local_steps(steps);
+  const auto first = local.first, end = local.second;
   auto run = [&](bool distributed) {
     rnn->zero_grad();
     Tensor xi = (distributed ? x.slice(0, first, end) : x).clone().requires_grad_(true);
