@@ -38,6 +38,7 @@
 #include "weft/nn/recurrent.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/memory.hpp"
+#include "weft/util/trace.hpp"
 
 namespace py = pybind11;
 using torch::Tensor;
@@ -603,6 +604,62 @@ PYBIND11_MODULE(_weft, m) {
         "no trimming) instead of faulting it in again every batch, as the weft CLI does. "
         "Process-wide; returns what was done. WEFT_KEEP_FREED_MEMORY=0 or glibc's own MALLOC_* / "
         "GLIBC_TUNABLES settings take precedence.");
+
+  // Timelines (weft/util/trace.hpp): the Python face of `weft train --trace`.
+  m.def(
+      "trace_start",
+      [](std::int64_t first_batch, std::int64_t batches) {
+        weft::trace::Settings s;
+        s.first_batch = first_batch;
+        s.batches = batches;
+        weft::trace::start(s);
+      },
+      py::arg("first_batch") = 2, py::arg("batches") = 4,
+      "Start recording a timeline of batches first_batch .. first_batch + batches - 1 on this "
+      "rank (every rank calls it).");
+  m.def("trace_batch_begin", &weft::trace::batch_begin, py::arg("index"),
+        "Mark the start of training batch `index` (counted from 0 by the caller).");
+  m.def("trace_batch_end", &weft::trace::batch_end, py::arg("index"),
+        "Mark the end of training batch `index`.");
+  m.def(
+      "trace_write",
+      [](const std::string& path, const py::object& comm) {
+        const MPI_Comm c = communicator_of(comm);
+        py::gil_scoped_release release;
+        weft::trace::write(path, c, "\"source\": \"python\"");
+      },
+      py::arg("path"), py::arg("comm"),
+      "Collective over comm: write every rank's timeline to `path` (Chrome trace-event JSON, "
+      "rank 0 writes) and stop recording.");
+  m.def("trace_stop", &weft::trace::stop, "Stop recording and discard the timeline.");
+  // A phase of a batch ("forward", "backward", "optimizer"): `with weft.trace_phase(name):`.
+  struct TracePhase {
+    const char* name = nullptr;
+    std::unique_ptr<weft::trace::Span> span;
+  };
+  py::class_<TracePhase>(m, "trace_phase",
+                         "Marks a phase of a traced batch: with weft.trace_phase('forward'): ...")
+      .def(py::init([](const std::string& name) {
+             TracePhase p;
+             for (const char* known : {"forward", "backward", "optimizer"})
+               if (name == known) p.name = known;
+             if (!p.name)
+               throw weft::InvalidOption("weft.trace_phase: '" + name +
+                                         "' is not a phase; accepted: forward, backward, "
+                                         "optimizer");
+             return p;
+           }),
+           py::arg("name"))
+      .def("__enter__",
+           [](TracePhase& p) {
+             p.span =
+                 std::make_unique<weft::trace::Span>(p.name, "train", weft::trace::Kind::Phase);
+             return &p;
+           })
+      .def("__exit__", [](TracePhase& p, const py::args&) {
+        p.span.reset();
+        return false;
+      });
 
   py::class_<PyLayerParallel>(m, "LayerParallelCore",
                               "weft::nn::LayerParallel; use weft.LayerParallel")

@@ -17,6 +17,7 @@
 #include "mgrit_command.hpp"
 #include "plot_command.hpp"
 #include "programs.hpp"
+#include "replay_command.hpp"
 #ifdef WEFT_HAVE_TORCH
 #include "predict_command.hpp"
 #include "train_command.hpp"
@@ -32,6 +33,7 @@ constexpr weft::cli::SubcommandFactory kSubcommands[] = {
     weft::cli::add_mgrit_command,
     weft::cli::add_plot_command,
     weft::cli::add_data_command,
+    weft::cli::add_replay_command,
 #ifdef WEFT_HAVE_TORCH
     weft::cli::add_train_command,
     weft::cli::add_eval_command,

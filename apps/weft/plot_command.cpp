@@ -4,17 +4,21 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "trace_file.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -323,6 +327,77 @@ void plot_scaling(const PlotArgs& a, const Scratch& scratch) {
   run_gnuplot(scratch, s, a.output);
 }
 
+// --- timeline: every event of a trace, ranks as rows -----------------------------------------
+
+// Colours: forward steps in blues and adjoint (reverse) steps in reds, darker on finer levels;
+// transfers green, open/close/loss/load purple, reductions and broadcasts black, waits light
+// grey (so waiting shows as grey between the coloured work).
+int timeline_colour(const mgrit::TracedEvent& e, const std::string& category, int level) {
+  static const int blues[] = {0x08306b, 0x2171b5, 0x6baed6, 0xc6dbef};
+  static const int reds[] = {0x67000d, 0xcb181d, 0xfb6a4a, 0xfcbba1};
+  const int l = std::min(std::max(level, 0), 3);
+  if (e.name == "step") return category == "forward" ? blues[l] : reds[l];
+  if (e.name == "restrict" || e.name == "interpolate") return 0x41ab5d;
+  if (e.kind == trace::Kind::Wait) return 0xd9d9d9;
+  if (e.kind == trace::Kind::Reduce || e.name == "broadcast") return 0x000000;
+  return 0x807dba;
+}
+
+void plot_timeline(const PlotArgs& a, const Scratch& scratch) {
+  if (a.inputs.size() != 1)
+    throw InvalidOption("weft plot timeline draws one trace; got " +
+                        std::to_string(a.inputs.size()) + " inputs");
+  const TraceFile t = read_trace(a.inputs.front());
+  double start = std::numeric_limits<double>::infinity();
+  for (const auto& events : t.events)
+    for (const auto& e : events)
+      if (e.batch >= 0) start = std::min(start, e.wall_start);
+  if (!std::isfinite(start)) bad_input(a.inputs.front(), "the trace holds no batches");
+  std::string rows, phases;
+  for (int r = 0; r < t.ranks; ++r) {
+    const auto& events = t.events[static_cast<size_t>(r)];
+    for (size_t i = 0; i < events.size(); ++i) {
+      const auto& e = events[i];
+      if (e.batch < 0) continue;
+      const double x0 = 1e3 * (e.wall_start - start), width = 1e3 * e.wall_duration;
+      if (e.kind == trace::Kind::Phase) {
+        if (e.name == "batch")
+          phases += fmt::format(
+              "set arrow from {:.6f},{} to {:.6f},{} nohead lc rgb '#444444' "
+              "dt 2\n",
+              x0, r - 0.48, x0, r + 0.48);
+        continue;
+      }
+      if (e.kind == trace::Kind::Send) continue;  // instants: the waits show the messages
+      const int colour = timeline_colour(e, t.categories[static_cast<size_t>(r)][i],
+                                         t.levels[static_cast<size_t>(r)][i]);
+      const double half = e.kind == trace::Kind::Wait ? 0.2 : 0.4;
+      rows += fmt::format("{:.6f} {} {:.6f} {} {}\n", x0 + width / 2, r, width / 2, half, colour);
+    }
+  }
+  const std::string file = scratch.write("timeline.dat", rows);
+  std::string s = terminal(a.output, 2) + "\nset output " + gp_string(a.output) + "\n";
+  s += fmt::format("set title {}\n", gp_string(a.title.empty() ? "weft train: timeline of " +
+                                                                     label_of(a.inputs.front())
+                                                               : a.title));
+  s += fmt::format(
+      "set xlabel 'ms from the first traced batch'\nset ylabel 'rank'\n"
+      "set yrange [{}:-0.6]\nset ytics 1\nset grid xtics\n"
+      "set style fill solid 1.0 noborder\nset key below horizontal\n",
+      t.ranks - 0.4);
+  s += phases;
+  s += "plot " + gp_string(file) + " using 1:2:3:4:5 with boxxyerror lc rgb variable notitle";
+  const std::pair<const char*, const char*> legend[] = {
+      {"#08306b", "forward, fine level"},  {"#6baed6", "forward, coarse levels"},
+      {"#67000d", "adjoint, fine level"},  {"#fb6a4a", "adjoint, coarse levels"},
+      {"#41ab5d", "level transfer"},       {"#807dba", "open, close, loss, load"},
+      {"#000000", "reduction, broadcast"}, {"#d9d9d9", "waiting for a message"}};
+  for (const auto& [colour, title] : legend)
+    s += fmt::format(", NaN with boxes fs solid lc rgb '{}' title {}", colour, gp_string(title));
+  s += "\n";
+  run_gnuplot(scratch, s, a.output);
+}
+
 void plot(const PlotArgs& a) {
   terminal(a.output, 1);  // checks the extension before reading anything
   const fs::path folder = fs::absolute(a.output).parent_path();
@@ -334,6 +409,7 @@ void plot(const PlotArgs& a) {
   if (a.kind == "training") return plot_training(a, scratch);
   if (a.kind == "convergence") return plot_convergence(a, scratch);
   if (a.kind == "timing") return plot_timing(a, scratch);
+  if (a.kind == "timeline") return plot_timeline(a, scratch);
   plot_scaling(a, scratch);
 }
 
@@ -368,7 +444,8 @@ Subcommand add_plot_command(CLI::App& weft) {
   CLI::App* cmd = weft.add_subcommand(
       "plot",
       "Draw weft's outputs with gnuplot as PNG or SVG (by the --output extension): "
-      "training curves, MGRIT convergence, per-rank batch timing, scaling predictions.");
+      "training curves, MGRIT convergence, per-rank batch timing, scaling predictions, timelines "
+      "of traced runs.");
   cmd->require_subcommand(1);
   auto args = std::make_shared<PlotArgs>();
   struct Kind {
@@ -384,6 +461,10 @@ Subcommand add_plot_command(CLI::App& weft) {
       {"timing", "time per batch per rank: steps / waiting / bookkeeping / outside the solver",
        "weft train --metrics files of layer-parallel runs (the last epoch is drawn)"},
       {"scaling", "batch time and speedup against the rank count", "weft predict --json files"},
+      {"timeline",
+       "every event of a traced run, ranks as rows: steps by level and direction, "
+       "transfers, messages, waiting",
+       "one trace of weft train --trace"},
   };
   for (const Kind& k : kinds) {
     CLI::App* sub = cmd->add_subcommand(k.name, k.help);

@@ -8,6 +8,8 @@
 //                the solver (the "per_rank" field of `weft train --metrics`)
 //   scaling      batch time and speedup against the rank count (`weft predict --json`:
 //                {"predictions": [{"ranks", "batch_ms", "speedup_vs_serial"}], "serial_batch_ms"})
+//   timeline     every event of one trace (`weft train --trace`), ranks as rows, time as x:
+//                steps coloured by level and direction, transfers, reductions, waits
 // A missing or malformed input: one line naming the file and what is wrong, exit code 2.
 // Rank 0 does the work; the other ranks learn the verdict. Docs: docs/plots.md.
 #include "cli_support.hpp"

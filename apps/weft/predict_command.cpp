@@ -1,6 +1,7 @@
 // `weft predict`: its flags (those of `weft train` and its own); weft-nn runs it
 // (predict_run.cpp).
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include "predict.hpp"
 #include "programs.hpp"
 #include "train_command.hpp"
+#include "weft/util/mpi.hpp"
 
 namespace weft::cli {
 
@@ -55,6 +57,16 @@ Subcommand add_predict_command(CLI::App& weft) {
         if (given("--repeats"))
           p.repeats = static_cast<int>(
               parse_integer("--repeats", text("--repeats"), 1, "an integer in [1, 1000]", 1000));
+        // Flags of `weft train` that do not change the time per batch predict models.
+        std::vector<std::string> ignored;
+        for (const char* flag : {"--fwd-tol", "--bwd-tol", "--lr", "--lr-schedule", "--momentum"})
+          if (given(flag)) ignored.push_back(flag);
+        if (!ignored.empty() && mpi::rank(comm) == 0)
+          std::fprintf(stderr,
+                       "weft predict: warning: ignoring %s (predictions run the fixed iteration "
+                       "counts --fwd-iters/--bwd-iters; the learning rate does not change the "
+                       "time per batch)\n",
+                       join(ignored).c_str());
         return network_runners().predict(p, comm);
       },
       network_program};

@@ -240,6 +240,12 @@ TrainConfig resolve_train(const Flags& f) {
   c.serial = f.serial;
   c.progress = !f.no_progress;
   c.metrics_path = f.get("--metrics", "");
+  c.trace_path = f.get("--trace", "");
+  c.trace_batches =
+      parse_integer("--trace-batches", f.get("--trace-batches", "4"), 1, "an integer >= 1");
+  if (!f.get("--trace-batches", "").empty() && c.trace_path.empty())
+    invalid_value("--trace-batches", f.get("--trace-batches", "4"),
+                  "a count used with --trace FILE (no --trace given)");
   c.checkpoint_dir = f.get("--checkpoint", "");
   c.resume_dir = f.get("--resume", "");
   c.parallel.forward(solver_options(f, "fwd", recipe)).backward(solver_options(f, "bwd", recipe));
@@ -380,6 +386,11 @@ Subcommand add_train_command(CLI::App& weft) {
   cmd->add_flag("--serial", f->serial, "plain sequential LibTorch training on rank 0 (reference)");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
   f->add(*cmd, "--metrics", "PATH", "append one JSON line per epoch");
+  f->add(*cmd, "--trace", "FILE",
+         "write a timeline of a few batches (Chrome trace-event JSON: Perfetto, weft replay, "
+         "weft plot timeline; docs/tracing.md)");
+  f->add(*cmd, "--trace-batches", "INT",
+         "batches to trace with --trace, after the first two of the run (default 4)");
   f->add(*cmd, "--checkpoint", "DIR", "save model and optimizer after every epoch");
   f->add(*cmd, "--resume", "DIR",
          "continue the run saved in DIR (architecture, seed and optimizer from DIR; "

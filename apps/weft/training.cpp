@@ -45,6 +45,7 @@
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
 
 namespace weft::cli {
 namespace {
@@ -230,31 +231,51 @@ class Model {
     opt.zero_grad();
     double t0 = now();
     if (serial_ || recurrent_) {  // the same logits and loss on every rank
-      torch::Tensor logits = recurrent_ ? recurrent_->forward(x) : sequential_->forward(x);
+      torch::Tensor logits;
+      {
+        trace::Span phase("forward", "train", trace::Kind::Phase);
+        logits = recurrent_ ? recurrent_->forward(x) : sequential_->forward(x);
+      }
       double t1 = now();
-      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y) * weight;
-      out.correct = static_cast<double>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
-      out.loss = loss.item<double>() / weight;
-      check_finite(out.loss);
-      loss.backward();
-      if (recurrent_ && data_ != MPI_COMM_NULL) average_gradients();
+      {
+        trace::Span phase("backward", "train", trace::Kind::Phase);
+        torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y) * weight;
+        out.correct = static_cast<double>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
+        out.loss = loss.item<double>() / weight;
+        check_finite(out.loss);
+        loss.backward();
+        if (recurrent_ && data_ != MPI_COMM_NULL) average_gradients();
+      }
       double t2 = now();
-      opt.step();
+      {
+        trace::Span phase("optimizer", "train", trace::Kind::Phase);
+        opt.step();
+      }
       t = {t1 - t0, t2 - t1, now() - t2};
       return out;
     }
-    torch::Tensor logits = parallel_->forward(x);
+    torch::Tensor logits;
+    {
+      trace::Span phase("forward", "train", trace::Kind::Phase);
+      logits = parallel_->forward(x);
+    }
     double t1 = now();
     double correct = 0;
-    torch::Tensor loss = parallel_->loss(logits, [&](const torch::Tensor& z) {
-      correct = static_cast<double>(z.argmax(1).eq(y).sum().item<std::int64_t>());
-      return torch::nn::functional::cross_entropy(z, y) * weight;
-    });
-    out.loss = loss.item<double>() / weight;
-    check_finite(out.loss);  // the same value on every rank: every rank stops together
-    loss.backward();
+    {
+      trace::Span phase("backward", "train", trace::Kind::Phase);
+      torch::Tensor loss = parallel_->loss(logits, [&](const torch::Tensor& z) {
+        correct = static_cast<double>(z.argmax(1).eq(y).sum().item<std::int64_t>());
+        return torch::nn::functional::cross_entropy(z, y) * weight;
+      });
+      out.loss = loss.item<double>() / weight;
+      check_finite(out.loss);  // the same value on every rank: every rank stops together
+      loss.backward();
+    }
     double t2 = now();
-    opt.step();
+    {
+      trace::Span phase("optimizer", "train", trace::Kind::Phase);
+      opt.step();
+    }
     t = {t1 - t0, t2 - t1, now() - t2};
     out.correct = parallel_->broadcast_from_output(correct);
     return out;
@@ -412,6 +433,10 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     mpi::collectively(world, [&]() {
       if (rank == 0) check_output_file("--metrics", c.metrics_path);
     });
+  if (!c.trace_path.empty())
+    mpi::collectively(world, [&]() {
+      if (rank == 0) check_output_file("--trace", c.trace_path);
+    });
 
   int start_epoch = 1;
   std::optional<Normalization> stored_norm;
@@ -511,6 +536,24 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     if (!metrics) throw BadData("cannot write --metrics file " + c.metrics_path);
   });
 
+  // --trace: batches first_batch .. first_batch + trace_batches - 1 of this run (counted over
+  // epochs), written as soon as the last of them ends.
+  const MPI_Comm trace_comm = c.serial ? comm : world;
+  std::int64_t run_batch = 0;
+  bool trace_pending = !c.trace_path.empty();
+  trace::Settings trace_settings;
+  trace_settings.batches = c.trace_batches;
+  auto write_trace = [&]() {
+    trace_pending = false;
+    trace::write(c.trace_path, trace_comm,
+                 fmt::format("\"source\": \"weft train\", \"model\": \"{}\", \"serial\": {}, "
+                             "\"layer_ranks\": {}, \"data_ranks\": {}, \"torch_threads\": {}",
+                             c.model.kind, c.serial ? "true" : "false", mpi::size(comm), replicas,
+                             torch::get_num_threads()));
+    if (root) std::printf("wrote the trace to %s\n", c.trace_path.c_str());
+  };
+  if (trace_pending) trace::start(trace_settings);
+
   std::vector<std::int64_t> order(static_cast<size_t>(train.count()));
   for (int epoch = start_epoch; epoch <= c.epochs; ++epoch) {
     const double epoch_start = now();
@@ -537,6 +580,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       const std::int64_t end = std::min(train.count(), start + c.batch);
       const std::int64_t n = end - start;
       if (n < replicas) continue;  // a last batch too small to split: dropped on every rank
+      trace::batch_begin(run_batch);
       // Replica r takes its share of the global batch (the first n % D replicas one row more).
       const std::int64_t base = n / replicas, extra = n % replicas;
       const std::int64_t mine = base + (replica < extra ? 1 : 0);
@@ -547,11 +591,18 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       model.set_batch_index(global_batch);
       set_learning_rate(*optimizer, learning_rate(c, global_batch, batches_per_epoch));
       Timing t;
-      BatchOutcome b =
-          model.train(train.images.index_select(0, idx), train.labels.index_select(0, idx),
-                      *optimizer, t, static_cast<double>(mine * replicas) / static_cast<double>(n));
+      torch::Tensor images, labels;
+      {
+        trace::Span load("load", "train");
+        images = train.images.index_select(0, idx);
+        labels = train.labels.index_select(0, idx);
+      }
+      BatchOutcome b = model.train(images, labels, *optimizer, t,
+                                   static_cast<double>(mine * replicas) / static_cast<double>(n));
       if (replicas > 1) {
         double sums[2] = {b.loss * static_cast<double>(mine), b.correct};
+        trace::Span reduce("allreduce", "mpi", trace::Kind::Reduce);
+        reduce.reduction(data, sizeof(sums));
         mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, data),
                    "MPI_Allreduce (batch loss)");
         b.loss = sums[0] / static_cast<double>(n);
@@ -587,6 +638,10 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       correct_sum += b.correct;
       progress.update(seen, loss_sum / static_cast<double>(seen),
                       correct_sum / static_cast<double>(seen));
+      trace::batch_end(run_batch);
+      if (trace_pending && run_batch + 1 == trace_settings.first_batch + c.trace_batches)
+        write_trace();
+      ++run_batch;
     }
     double times[4] = {steady_mean(fwd_ms), steady_mean(bwd_ms), steady_mean(opt_ms),
                        steady_mean(batch_ms)},
@@ -673,6 +728,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       if (!c.serial && replicas > 1) mpi::check(MPI_Barrier(world), "MPI_Barrier (checkpoint)");
     }
   }
+  if (trace_pending) write_trace();  // the run had fewer batches than the traced window
   return 0;
 }
 

@@ -54,6 +54,8 @@ struct TrainConfig {
   int data_ranks = 1;   ///< replicas of P / data_ranks layer-parallel ranks each
   nn::LayerParallelOptions parallel;
   std::string metrics_path;
+  std::string trace_path;          ///< --trace: a timeline of a few batches (docs/tracing.md)
+  std::int64_t trace_batches = 4;  ///< traced batches, after the first two of the run
   std::string checkpoint_dir;
   std::string resume_dir;
   /// The flags given on the command line among those a checkpoint fixes (--channels, --steps,

@@ -38,12 +38,37 @@ from ._weft import (  # noqa: F401
     RecurrentCore,
     StepError,
     keep_freed_memory,
+    trace_batch_begin,
+    trace_batch_end,
+    trace_phase,
+    trace_start,
+    trace_stop,
+    trace_write,
 )
 
 __all__ = [
     "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
-    "BadData", "Divergence", "MpiError", "StepError", "keep_freed_memory",
+    "BadData", "Divergence", "MpiError", "StepError", "keep_freed_memory", "trace_start", "trace_batch", "trace_phase",
+    "trace_batch_begin", "trace_batch_end", "trace_write", "trace_stop",
 ]
+
+
+class trace_batch:
+    """Marks one training batch for the timeline (weft.trace_start): `with weft.trace_batch(i): ...`.
+    Wrap its forward, loss and backward, and optimizer step in `weft.trace_phase("forward")`,
+    `("backward")` and `("optimizer")` so that `weft replay` splits the batch as for weft train."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def __enter__(self):
+        trace_batch_begin(self.index)
+        return self
+
+    def __exit__(self, *exc):
+        trace_batch_end(self.index)
+        return False
+
 
 
 def _check_factory(value, name, takes_index):

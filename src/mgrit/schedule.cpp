@@ -152,14 +152,21 @@ Timeline simulate(const Schedule& schedule, const CostModel& cost) {
   Timeline out;
   out.finish.assign(schedule.size(), 0.0);
   out.busy.assign(schedule.size(), 0.0);
+  out.marks.assign(schedule.size(), {});
   std::vector<size_t> pos(schedule.size(), 0);
   std::vector<bool> queued(schedule.size(), true);
   using Channel = std::tuple<int, int, int>;  // sender, receiver, tag
   std::map<Channel, std::deque<double>> in_flight;
-  // Reductions: every rank's k-th reduction is one collective.
-  std::vector<int> arrived;
-  std::vector<double> last_arrival;
-  std::vector<std::size_t> reduced_bytes;
+  // Reductions: every member's k-th reduction of a group is one collective.
+  struct Collective {
+    int arrived = 0;
+    double last_arrival = 0;
+    std::size_t bytes = 0;
+  };
+  std::vector<int> everyone(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) everyone[static_cast<size_t>(r)] = r;
+  std::map<std::vector<int>, std::vector<Collective>> collectives;
+  std::map<std::pair<int, std::vector<int>>, int> done_by_rank;  // (rank, group) -> count
   std::deque<int> ready;
   for (int r = 0; r < ranks; ++r) ready.push_back(r);
   auto wake = [&](int r) {
@@ -168,7 +175,6 @@ Timeline simulate(const Schedule& schedule, const CostModel& cost) {
       ready.push_back(r);
     }
   };
-  std::vector<int> reductions_done(schedule.size(), 0);
   std::vector<bool> at_reduction(schedule.size(), false);  // arrived, waiting for the others
   while (!ready.empty()) {
     const int r = ready.front();
@@ -193,6 +199,9 @@ Timeline simulate(const Schedule& schedule, const CostModel& cost) {
           clock += e.seconds;
           out.busy[ru] += e.seconds;
           break;
+        case Event::Kind::Mark:
+          out.marks[ru].emplace_back(e.tag, clock);
+          break;
         case Event::Kind::Send: {
           if (e.peer < 0 || e.peer >= ranks)
             throw Error("schedule replay: rank " + std::to_string(r) + " sends to rank " +
@@ -216,23 +225,30 @@ Timeline simulate(const Schedule& schedule, const CostModel& cost) {
             blocked = true;
             break;
           }
-          const auto k = static_cast<size_t>(reductions_done[ru]);
-          if (arrived.size() <= k) {
-            arrived.resize(k + 1, 0);
-            last_arrival.resize(k + 1, 0.0);
-            reduced_bytes.resize(k + 1, 0);
-          }
-          ++arrived[k];
-          last_arrival[k] = std::max(last_arrival[k], clock);
-          reduced_bytes[k] = std::max(reduced_bytes[k], e.bytes);
-          ++reductions_done[ru];
+          const std::vector<int>& members = e.group ? *e.group : everyone;
+          if (std::find(members.begin(), members.end(), r) == members.end())
+            throw Error("schedule replay: rank " + std::to_string(r) +
+                        " takes part in a reduction of a group without it");
+          for (int q : members)
+            if (q < 0 || q >= ranks)
+              throw Error("schedule replay: a reduction's group names rank " + std::to_string(q) +
+                          " of " + std::to_string(ranks));
+          int& k = done_by_rank[{r, members}];
+          auto& list = collectives[members];
+          if (list.size() <= static_cast<size_t>(k)) list.resize(static_cast<size_t>(k) + 1);
+          Collective& c = list[static_cast<size_t>(k)];
+          ++c.arrived;
+          c.last_arrival = std::max(c.last_arrival, clock);
+          c.bytes = std::max(c.bytes, e.bytes);
+          ++k;
           at_reduction[ru] = true;
-          if (arrived[k] == ranks) {
-            // The last to arrive releases everyone: all leave at the same time.
-            const double leave = last_arrival[k] + cost.reduce_seconds(ranks, reduced_bytes[k]);
-            for (int q = 0; q < ranks; ++q) {
+          if (c.arrived == static_cast<int>(members.size())) {
+            // The last to arrive releases every member: all leave at the same time.
+            const double leave =
+                c.last_arrival + cost.reduce_seconds(static_cast<int>(members.size()), c.bytes);
+            for (int q : members) {
               out.finish[static_cast<size_t>(q)] = leave;
-              ++pos[static_cast<size_t>(q)];  // every rank's k-th reduction is behind it
+              ++pos[static_cast<size_t>(q)];  // every member's k-th reduction is behind it
               at_reduction[static_cast<size_t>(q)] = false;
               if (q != r) wake(q);
             }

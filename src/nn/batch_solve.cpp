@@ -10,6 +10,7 @@
 #include "tensor_tuple.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
 
 namespace weft::nn::detail {
 
@@ -428,7 +429,12 @@ void BatchSolve::prepare(const std::vector<std::int64_t>& shape, torch::Dtype dt
   // Batch-norm statistics change at the final sweep's evaluations: F then C evaluates every
   // layer there once. Every rank must choose alike.
   int buffers = bank_.any_buffers() ? 1 : 0, any = 0;
-  mpi::check(MPI_Allreduce(&buffers, &any, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce (buffers)");
+  {
+    trace::Span reduce("allreduce", "mpi", trace::Kind::Reduce);
+    reduce.reduction(comm_, sizeof(int));
+    mpi::check(MPI_Allreduce(&buffers, &any, 1, MPI_INT, MPI_MAX, comm_),
+               "MPI_Allreduce (buffers)");
+  }
   if (any && forward.max_levels() > 1) forward.final_sweep(mgrit::FinalSweep::CF);
   fsolver_ = std::make_unique<mgrit::Solver<ForwardApp>>(fapp_, comm_, grid, forward);
   asolver_ = std::make_unique<mgrit::Solver<AdjointApp>>(aapp_, comm_, grid,
@@ -509,11 +515,16 @@ void BatchSolve::exchange_boundary() {
                      std::to_string(hi_ - 1) + " is not stored");
     boundary_out_.resize(fapp_.buffer_size(*last));
     fapp_.pack(*last, boundary_out_.data());
+    trace::sent(comm_, rank_ + 1, tags::kBoundaryState, boundary_out_.size());
     mpi::check(MPI_Isend(boundary_out_.data(), static_cast<int>(boundary_out_.size()), MPI_BYTE,
                          rank_ + 1, tags::kBoundaryState, comm_, &requests[1]),
                "MPI_Isend (boundary state)");
   }
-  mpi::check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall (boundary state)");
+  {
+    trace::Span wait("wait", "mpi", trace::Kind::Wait);
+    if (rank_ > 0) wait.message(comm_, rank_ - 1, tags::kBoundaryState, boundary_in_.size());
+    mpi::check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall (boundary state)");
+  }
   if (rank_ > 0) fapp_.unpack(boundary_in_.data(), boundary_);
 }
 

@@ -5,6 +5,7 @@
 
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
 
 namespace weft::nn::detail {
 
@@ -97,6 +98,11 @@ double GradientSync::finish(std::vector<std::vector<Tensor>>& grads) {
   // A replica that finished its backward first sleeps until every replica is here (it leaves
   // the core to the others); then the reductions run without sleeps between their rounds. A
   // sleeping replica would add its sleep to every round of a multi-round all-reduce.
+  std::size_t bytes = 0;
+  for (const Bucket& b : buckets_)
+    if (b.flat.defined()) bytes += static_cast<std::size_t>(b.flat.nbytes());
+  trace::Span span("allreduce", "mpi", trace::Kind::Reduce);
+  span.reduction(comm_, bytes);
   MPI_Request arrived = MPI_REQUEST_NULL;
   mpi::check(MPI_Ibarrier(comm_, &arrived), "MPI_Ibarrier (gradients)");
   mpi::wait_politely(arrived, "MPI_Wait (replicas' backward)");
@@ -140,9 +146,13 @@ void GradientSync::reduce_now(const std::vector<Tensor>& tensors, int divisor) {
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors) parts.push_back(t.detach().to(torch::kCPU).reshape({-1}));
   Tensor flat = torch::cat(parts).contiguous();
-  mpi::check(MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr(), static_cast<int>(flat.numel()),
-                           mpi_type(flat.scalar_type()), MPI_SUM, comm_),
-             "MPI_Allreduce (gradients)");
+  {
+    trace::Span span("allreduce", "mpi", trace::Kind::Reduce);
+    span.reduction(comm_, static_cast<std::size_t>(flat.nbytes()));
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr(), static_cast<int>(flat.numel()),
+                             mpi_type(flat.scalar_type()), MPI_SUM, comm_),
+               "MPI_Allreduce (gradients)");
+  }
   if (divisor != 1) flat.div_(divisor);
   std::int64_t offset = 0;
   for (const Tensor& t : tensors) {

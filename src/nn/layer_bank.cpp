@@ -7,6 +7,7 @@
 #include "tags.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
 
 namespace weft::nn::detail {
 
@@ -158,12 +159,20 @@ std::int64_t LayerBank::exchange(MPI_Comm comm) {
   }
   for (size_t i = 0; i < sends.size(); ++i) {
     for (std::int64_t n : sends[i].layers) pack_state(*local(n).ptr(), send_bufs[i]);
+    trace::sent(comm, sends[i].rank, tags::kGhostLayers, send_bufs[i].size());
     mpi::check(MPI_Isend(send_bufs[i].data(), static_cast<int>(send_bufs[i].size()), MPI_BYTE,
                          sends[i].rank, tags::kGhostLayers, comm, &send_reqs[i]),
                "MPI_Isend (ghost layers)");
   }
   std::vector<MPI_Status> statuses(recvs.size());
-  const int rc = MPI_Waitall(static_cast<int>(recv_reqs.size()), recv_reqs.data(), statuses.data());
+  int rc = MPI_SUCCESS;
+  {
+    trace::Span wait("wait", "mpi", trace::Kind::Wait);
+    if (!recvs.empty()) wait.message(comm, recvs[0].rank, tags::kGhostLayers, recv_bufs[0].size());
+    rc = MPI_Waitall(static_cast<int>(recv_reqs.size()), recv_reqs.data(), statuses.data());
+  }
+  for (size_t i = 1; i < recvs.size(); ++i)
+    trace::also_received(comm, recvs[i].rank, tags::kGhostLayers, recv_bufs[i].size());
   std::int64_t received = 0;
   for (size_t i = 0; i < recvs.size(); ++i) {
     int count = 0;
@@ -177,6 +186,7 @@ std::int64_t LayerBank::exchange(MPI_Comm comm) {
     for (std::int64_t n : recvs[i].layers) p = unpack_state(*ghosts_.at(n).ptr(), p);
     received += count;
   }
+  trace::Span wait_sends("wait", "mpi", trace::Kind::Wait);  // no message: costs nothing
   mpi::check(MPI_Waitall(static_cast<int>(send_reqs.size()), send_reqs.data(), MPI_STATUSES_IGNORE),
              "MPI_Waitall (ghost layers)");
   for (auto& entry : ghosts_) entry.second.ptr()->train(owner_.is_training());

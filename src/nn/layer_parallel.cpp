@@ -14,6 +14,7 @@
 #include "tensor_tuple.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
 
 namespace weft::nn {
 namespace detail {
@@ -155,6 +156,7 @@ torch::Tensor LayerParallelImpl::forward(const torch::Tensor& input) {
       x0 = input;
     } else {
       try {
+        trace::Span span("open", "train");
         x0 = c.bank.open().forward(input);
       } catch (const c10::Error& e) {
         throw BadData(std::string("layer-parallel forward: the open layer failed on rank 0: ") +
@@ -183,8 +185,11 @@ torch::Tensor LayerParallelImpl::forward(const torch::Tensor& input) {
     head[1] = x0.dim();
     for (std::int64_t d = 0; d < x0.dim(); ++d) head[static_cast<size_t>(2 + d)] = x0.size(d);
   }
-  mpi::check(MPI_Bcast(head.data(), static_cast<int>(head.size()), MPI_INT64_T, 0, c.comm.get()),
-             "MPI_Bcast (state shape)");
+  {
+    trace::Span span("broadcast", c.comm.get(), 0, sizeof(head));
+    mpi::check(MPI_Bcast(head.data(), static_cast<int>(head.size()), MPI_INT64_T, 0, c.comm.get()),
+               "MPI_Bcast (state shape)");
+  }
   const std::vector<std::int64_t> shape(head.begin() + 2,
                                         head.begin() + 2 + static_cast<std::ptrdiff_t>(head[1]));
   c.solve.prepare(shape, static_cast<torch::Dtype>(head[0]));
@@ -211,7 +216,10 @@ torch::Tensor LayerParallelImpl::forward(const torch::Tensor& input) {
           {}, torch::TensorOptions().dtype(c.solve.shapes().dtype).device(c.bank.device()));
   }
   c.stats.forward.seconds = detail::now() - t_start;
-  if (owns_output() && !c.bank.close().is_empty()) return c.bank.close().forward(xN);
+  if (owns_output() && !c.bank.close().is_empty()) {
+    trace::Span span("close", "train");
+    return c.bank.close().forward(xN);
+  }
   return xN;
 }
 

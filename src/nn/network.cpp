@@ -14,6 +14,7 @@
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
 
 namespace weft::nn {
 
@@ -230,6 +231,7 @@ void LayerParallelImpl::load_sequential(const SequentialNetwork& full, int root)
 // Loss helpers
 
 double LayerParallelImpl::broadcast_from_output(double value) const {
+  trace::Span span("broadcast", core_->comm.get(), core_->ranks - 1, sizeof(double));
   mpi::check(MPI_Bcast(&value, 1, MPI_DOUBLE, core_->ranks - 1, core_->comm.get()),
              "MPI_Bcast (broadcast_from_output)");
   return value;
@@ -244,6 +246,7 @@ torch::Tensor LayerParallelImpl::loss(
   std::exception_ptr failure;
   if (owns_output()) {
     try {
+      trace::Span span("loss", "train");
       value = criterion(output);
       if (!value.defined() || value.numel() != 1)
         shared[0] = 2;
@@ -254,7 +257,10 @@ torch::Tensor LayerParallelImpl::loss(
       shared[0] = 1;
     }
   }
-  mpi::check(MPI_Bcast(shared, 2, MPI_DOUBLE, c.ranks - 1, c.comm.get()), "MPI_Bcast (loss)");
+  {
+    trace::Span span("broadcast", c.comm.get(), c.ranks - 1, sizeof(shared));
+    mpi::check(MPI_Bcast(shared, 2, MPI_DOUBLE, c.ranks - 1, c.comm.get()), "MPI_Bcast (loss)");
+  }
   if (failure) std::rethrow_exception(failure);
   const std::string where = "layer-parallel loss (" + mpi::where(c.comm.get()) + ")";
   if (shared[0] == 1)

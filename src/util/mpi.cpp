@@ -11,6 +11,8 @@
 #include <unistd.h>
 #endif
 
+#include "weft/util/trace.hpp"
+
 namespace weft::mpi {
 
 void check(int code, const char* call) {
@@ -165,7 +167,11 @@ void agree_or_throw(MPI_Comm comm, std::exception_ptr local_error) {
   // and a MIN over "failed" tells whether every rank failed (then no rank needs naming).
   const int mine[2] = {kind == Kind::None ? ranks : me, kind == Kind::None ? 0 : 1};
   int agreed[2] = {ranks, 0};
-  check(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (agree)");
+  {
+    trace::Span span("allreduce", "mpi", trace::Kind::Reduce);
+    span.reduction(comm, sizeof(mine));
+    check(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (agree)");
+  }
   const int speaker = agreed[0];
   if (speaker == ranks) return;
   int header[2] = {static_cast<int>(kind), static_cast<int>(message.size())};

@@ -50,6 +50,7 @@ Counts count(const std::vector<Event>& events, int levels) {
       case Event::Kind::Compute:
       case Event::Kind::Restrict:
       case Event::Kind::Interpolate:
+      case Event::Kind::Mark:
         break;
     }
   return c;

@@ -3,6 +3,9 @@
 //   solver messages and reductions as a real weft::nn::Recurrent forward and backward reports
 //   in its statistics (exact mode and 2 levels, sequences of 7 to 12 steps), plus the boundary
 //   exchange the module does;
+// - a traced batch of a ResNet (weft/util/trace.hpp) at 1-3 ranks: its step events per level
+//   and direction are the solvers' own counts, and the forward steps and the adjoint steps
+//   come in the order of predict's schedule for that rank;
 // - spatial coarsening: messages on a level coarsened in space carry the coarse states' bytes,
 //   transfers and coarse steps are priced at their depth's figures, and the predicted batch is
 //   cheaper than the same hierarchy without spatial coarsening.
@@ -11,12 +14,15 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
 #include "predict.hpp"
 #include "weft/mgrit/schedule.hpp"
+#include "weft/nn/layer_parallel.hpp"
 #include "weft/nn/recurrent.hpp"
+#include "weft/util/trace.hpp"
 
 namespace {
 
@@ -128,6 +134,70 @@ TEST(PredictSchedule, ReplaysTheRecurrentModulesStepsMessagesAndReductionsOnEver
         cost.step_seconds = [&](const Event& e) { return weft::cli::step_seconds(m, e, false); };
         EXPECT_GT(weft::mgrit::simulate(s, cost).makespan, 0.0) << what;
       }
+}
+
+/// (level, from, to) of each step, in order.
+using Steps = std::vector<std::array<std::int64_t, 3>>;
+
+TEST(PredictSchedule, TracedStepsAreTheSolversCountsInTheOrderOfPredictsScheduleOnEveryRank) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  constexpr std::int64_t kLayers = 12;
+  weft::nn::Network net;
+  net.steps = kLayers;
+  net.step = [](std::int64_t n) {
+    torch::manual_seed(100 + static_cast<std::uint64_t>(n));
+    return weft::nn::Layer(torch::nn::Sequential(torch::nn::Linear(3, 3), torch::nn::Tanh()));
+  };
+  const std::vector<std::pair<LayerParallelOptions, std::string>> solvers = {
+      {LayerParallelOptions::exact(), "exact mode"},
+      {LayerParallelOptions::multilevel(2, 2, 2, 1), "2 levels, cf 2"},
+      {LayerParallelOptions::multilevel(3, 2, 2, 1), "3 levels, cf 2"}};
+  for (const auto& [options, label] : solvers) {
+    const std::string what = label + ", rank " + std::to_string(rank);
+    weft::nn::LayerParallel model(MPI_COMM_WORLD, net, options);
+    weft::trace::Settings settings;
+    settings.first_batch = 0;
+    settings.batches = 1;
+    weft::trace::start(settings);
+    weft::trace::batch_begin(0);
+    const torch::Tensor x = rank == 0 ? torch::randn({4, 3}) : torch::Tensor();
+    const torch::Tensor y = model->forward(x);
+    model->loss(y, [](const torch::Tensor& z) { return z.pow(2).sum(); }).backward();
+    weft::trace::batch_end(0);
+    const auto events = weft::trace::recorded();
+    weft::trace::stop();
+
+    Steps traced_forward, traced_adjoint;
+    for (const auto& e : events)
+      if (std::string(e.name) == "step")
+        (std::string(e.category) == "forward" ? traced_forward : traced_adjoint)
+            .push_back({e.level, e.from, e.to});
+    const auto& fs = model->statistics().forward.statistics;
+    const auto& bs = model->statistics().backward.statistics;
+    auto per_level = [](const Steps& steps, size_t levels) {
+      std::vector<std::int64_t> counts(levels, 0);
+      for (const auto& s : steps) ++counts.at(static_cast<size_t>(s[0]));
+      return counts;
+    };
+    EXPECT_EQ(per_level(traced_forward, fs.steps_per_level.size()), fs.steps_per_level) << what;
+    EXPECT_EQ(per_level(traced_adjoint, bs.steps_per_level.size()), bs.steps_per_level) << what;
+    EXPECT_GT(traced_forward.size(), 0u) << what;
+
+    TrainConfig c;
+    c.parallel = options;
+    MeasuredCosts m = recurrent_costs(kLayers);
+    m.recurrent = false;
+    const weft::mgrit::Schedule s = weft::cli::batch_schedule(c, m, ranks);
+    Steps predicted_forward, predicted_adjoint;
+    for (const Event& e : s.at(static_cast<size_t>(rank)))
+      if (e.kind == Event::Kind::Step)
+        (e.direction == Direction::Forward ? predicted_forward : predicted_adjoint)
+            .push_back({e.level, e.from, e.to});
+    EXPECT_EQ(traced_forward, predicted_forward) << what;
+    EXPECT_EQ(traced_adjoint, predicted_adjoint) << what;
+  }
 }
 
 /// An 8-layer chain of one stage whose states are 1000 bytes on the fine grid and 250 bytes

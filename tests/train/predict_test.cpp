@@ -29,6 +29,23 @@ using weft::train_test::tiny_dataset;
 
 const std::string kTiny = "predict --threads 1 --steps 4 --channels 2 --batch 4 --repeats 1 ";
 
+TEST(Predict, FlagsThatDoNotChangeTheTimePerBatchAreNamedInOneWarningLine) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 12, 12).string();
+  const Outcome r = weft(1,
+                         kTiny + "--data " + data +
+                             " --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 --ranks 1"
+                             " --fwd-tol 1e-6 --lr 0.5",
+                         dir);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("warning: ignoring --fwd-tol, --lr"), std::string::npos) << r.err;
+  const Outcome quiet =
+      weft(1, kTiny + "--data " + data + " --fwd-levels 2 --bwd-levels 2 --ranks 1", dir);
+  ASSERT_EQ(quiet.code, 0) << quiet.out << quiet.err;
+  EXPECT_EQ(quiet.err.find("warning"), std::string::npos) << quiet.err;
+}
+
 TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
   const fs::path dir = work_dir();
   const std::string data = tiny_dataset(dir / "data", 12, 12).string();

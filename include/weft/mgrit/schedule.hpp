@@ -13,6 +13,7 @@
 // in order, as MPI does).
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "weft/mgrit/options.hpp"
@@ -23,7 +24,9 @@ namespace weft::mgrit {
 struct Event {
   /// Restrict / Interpolate: a state moved between levels `level` - 1 and `level` (App::coarsen,
   /// App::refine; copies for Apps without spatial coarsening).
-  enum class Kind { Step, Send, Recv, Reduce, Compute, Restrict, Interpolate };
+  /// Mark: costs nothing; the clock's time there is kept (Timeline::marks), e.g. where a
+  /// replayed batch or phase begins and ends.
+  enum class Kind { Step, Send, Recv, Reduce, Compute, Restrict, Interpolate, Mark };
   Kind kind = Kind::Compute;
   int level = 0;                             ///< Step; Restrict, Interpolate: the coarse level
   Direction direction = Direction::Forward;  ///< Step, Restrict, Interpolate: the solve's
@@ -31,9 +34,12 @@ struct Event {
                                              ///< Restrict, Interpolate: the state's fine point
   bool done = false;                         ///< Step: part of the final sweep (StepInfo::done)
   int peer = -1;                             ///< Send: receiver; Recv: sender
-  int tag = 0;                               ///< Send, Recv; Reduce: 0 inside a solve
+  int tag = 0;                               ///< Send, Recv; Reduce: 0 inside a solve; Mark: id
   std::size_t bytes = 0;                     ///< Send, Recv; Reduce: the data reduced
   double seconds = 0;                        ///< Compute: fixed work (open, close, optimizer)
+  /// Reduce: the ranks taking part, ascending (null: every rank). The k-th reduction of a group
+  /// on one rank matches the k-th of the same group on the others.
+  std::shared_ptr<const std::vector<int>> group;
 
   static Event step(int level, Direction direction, index_t from, index_t to) {
     Event e;
@@ -64,6 +70,12 @@ struct Event {
     Event e;
     e.kind = Kind::Compute;
     e.seconds = seconds;
+    return e;
+  }
+  static Event mark(int id) {
+    Event e;
+    e.kind = Kind::Mark;
+    e.tag = id;
     return e;
   }
 };
@@ -102,12 +114,15 @@ struct Timeline {
   std::vector<double> finish;  ///< per rank: when its last event ends
   double makespan = 0;         ///< max of finish
   std::vector<double> busy;    ///< per rank: seconds in Step and Compute events
+  /// per rank: (id, time) of every Mark event, in the rank's order
+  std::vector<std::vector<std::pair<int, double>>> marks;
 };
 
 /// Runs every rank's events on its own virtual clock from 0: a step, transfer or compute advances
 /// it, a send leaves at the sender's time and arrives latency + bytes/bandwidth later, a receive
-/// waits for its message, a reduction waits for every rank. Throws Error on a schedule that
-/// cannot finish (a receive without its send, ranks reducing a different number of times).
+/// waits for its message, a reduction waits for every rank of its group. Throws Error on a
+/// schedule that cannot finish (a receive without its send, ranks reducing a different number of
+/// times, a group naming a rank that is not in the schedule or not this one).
 Timeline simulate(const Schedule& schedule, const CostModel& cost);
 
 }  // namespace weft::mgrit

@@ -35,6 +35,7 @@
 #include "weft/mgrit/transport.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
 
 namespace weft::mgrit {
 
@@ -121,6 +122,10 @@ class Solver {
     const index_t f = L.grid->fine[static_cast<size_t>(i)];
     return direction_ == Direction::Forward ? f : last_ - f;
   }
+  /// The category of this solve's trace events.
+  const char* trace_category() const {
+    return direction_ == Direction::Forward ? "forward" : "reverse";
+  }
   /// Seconds on a steady clock, or 0 when timings are off (the clocks then cost nothing).
   double now() const {
     if (!options_.collect_timings()) return 0.0;
@@ -136,6 +141,8 @@ class Solver {
     info.to = user_index(L, i);
     info.done = done;
     info.direction = direction_;
+    trace::Span span("step", trace_category());
+    span.step(l, info.from, info.to, done);
     app_.step(in, out, L.grid->times[static_cast<size_t>(i - 1)],
               L.grid->times[static_cast<size_t>(i)], info);
     if (add_g && L.g_active) Ops::sum(app_, 1.0, L.g[static_cast<size_t>(i - L.lo)], 1.0, out);
@@ -491,6 +498,8 @@ void Solver<App, Transport>::inject(int l) {
   Level& C = levels_[static_cast<size_t>(l + 1)];
   for (index_t j = F.c_begin; j < F.c_end; ++j) {
     const auto k = static_cast<size_t>(j - C.lo);
+    trace::Span span("restrict", trace_category());
+    span.level(l + 1);
     Ops::coarsen(app_, u_at(F, F.grid->cpoints[static_cast<size_t>(j)]), C.v[k], l);
     if (C.grid->is_cpoint(j)) Ops::copy(app_, C.v[k], C.u[k]);
   }
@@ -537,6 +546,8 @@ void Solver<App, Transport>::restrict_to(int l, Sweep sw, bool measure) {
       l, sw, [](index_t, const State&) {},
       [&](index_t j, index_t, const State& r) {
         if (measure) accumulate_residual(Ops::norm(app_, r));
+        trace::Span span("restrict", trace_category());
+        span.level(l + 1);
         Ops::coarsen(app_, r, C.g[static_cast<size_t>(j - C.lo)], l);
       });
   inject(l);
@@ -551,6 +562,8 @@ void Solver<App, Transport>::interpolate(int coarse_level, bool relax_first) {
   Level& F = levels_[static_cast<size_t>(coarse_level - 1)];
   auto correct = [&](index_t k, const State& u) {
     if (k == 0) return;  // the initial value never changes
+    trace::Span span("interpolate", trace_category());
+    span.level(coarse_level);
     State& e = C.res;
     Ops::copy(app_, u, e);
     Ops::sum(app_, -1.0, C.v[static_cast<size_t>(k - C.lo)], 1.0, e);
@@ -575,6 +588,8 @@ void Solver<App, Transport>::assign_from_coarse(int coarse_level) {
   sw.recompute_f = false;
   sweep(coarse_level, sw, [&](index_t k, const State& u) {
     if (k == 0) return;
+    trace::Span span("interpolate", trace_category());
+    span.level(coarse_level);
     Ops::refine(app_, u, u_at(F, F.grid->cpoints[static_cast<size_t>(k)]), coarse_level);
   });
 }
@@ -811,6 +826,7 @@ Result Solver<App, Transport>::solve() {
     if (phase == InitialPhase::Nested) nested_phase();
     std::optional<double> first, previous;
     for (int k = 0; k < options_.max_iterations(); ++k) {
+      trace::set_iteration(k);
       bool measured = false;
       if (k == 0 && phase == InitialPhase::Skip) {
         skip_phase();
@@ -850,6 +866,7 @@ Result Solver<App, Transport>::solve() {
     }
     final_sweep();
   }
+  trace::set_iteration(-1);
   solved_once_ = true;
   for (size_t l = 0; l < levels_.size(); ++l) {
     stats_.steps_per_level[l] = levels_[l].steps;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
 
 namespace weft::mgrit {
 
@@ -35,14 +36,17 @@ class MpiTransport {
                "MPI_Irecv");
   }
   void isend(const void* buffer, std::size_t bytes, int dest, int tag, Request& r) {
+    trace::sent(comm_.get(), dest, tag, bytes);
     mpi::check(MPI_Isend(buffer, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm_.get(), &r),
                "MPI_Isend");
   }
   std::size_t wait_recv(Request& r) {
+    trace::Span span("wait", "mpi", trace::Kind::Wait);
     MPI_Status status;
     mpi::check(MPI_Wait(&r, &status), "MPI_Wait (receive)");
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
+    span.message(comm_.get(), status.MPI_SOURCE, status.MPI_TAG, static_cast<std::size_t>(count));
     return static_cast<std::size_t>(count);
   }
   void wait_send(Request& r) { mpi::check(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait (send)"); }
@@ -56,6 +60,8 @@ class MpiTransport {
     }
   }
   double allreduce(double value, bool max, const char* what) {
+    trace::Span span("allreduce", "mpi", trace::Kind::Reduce);
+    span.reduction(comm_.get(), sizeof(double));
     double global = 0;
     mpi::check(MPI_Allreduce(&value, &global, 1, MPI_DOUBLE, max ? MPI_MAX : MPI_SUM, comm_.get()),
                what);

@@ -1,0 +1,144 @@
+#include "replay_command.hpp"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "trace_file.hpp"
+#include "weft/mgrit/replay.hpp"
+#include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
+
+namespace weft::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct ReplayArgs {
+  std::string input;
+  std::string latency_us, bandwidth_gbs;
+  std::string json_path;
+};
+
+std::string report(const mgrit::Replay& r, const mgrit::ReplayLink& link) {
+  std::string s = fmt::format(
+      "weft replay: {} rank(s), {} traced batch(es); one core per rank, messages {:.3g} us + "
+      "bytes / {:.3g} GB/s\n",
+      r.ranks, r.batches.size(), link.latency * 1e6, link.bandwidth / 1e9);
+  s += fmt::format("  {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "batch", "replayed ms",
+                   "forward", "backward", "optimizer", "measured ms");
+  for (const auto& b : r.batches)
+    s += fmt::format("  {:>6} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f}\n", b.index,
+                     1e3 * b.batch, 1e3 * b.forward, 1e3 * b.backward, 1e3 * b.optimizer,
+                     1e3 * b.measured);
+  s += fmt::format("  {:>6} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.2f}\n", "median",
+                   1e3 * r.median_batch, 1e3 * r.median_forward, 1e3 * r.median_backward,
+                   1e3 * r.median_optimizer, 1e3 * r.measured_median_batch);
+  s += fmt::format("  replayed / measured: {:.3f}\n",
+                   r.measured_median_batch > 0 ? r.median_batch / r.measured_median_batch : 0.0);
+  return s;
+}
+
+json to_json(const mgrit::Replay& r, const mgrit::ReplayLink& link) {
+  json batches = json::array();
+  for (const auto& b : r.batches)
+    batches.push_back({{"index", b.index},
+                       {"batch_ms", 1e3 * b.batch},
+                       {"forward_ms", 1e3 * b.forward},
+                       {"backward_ms", 1e3 * b.backward},
+                       {"optimizer_ms", 1e3 * b.optimizer},
+                       {"measured_batch_ms", 1e3 * b.measured}});
+  json busy = json::array();
+  for (double b : r.busy) busy.push_back(1e3 * b);
+  return {{"ranks", r.ranks},
+          {"latency_us", link.latency * 1e6},
+          {"bandwidth_gbs", link.bandwidth / 1e9},
+          {"batches", batches},
+          {"median_batch_ms", 1e3 * r.median_batch},
+          {"median_forward_ms", 1e3 * r.median_forward},
+          {"median_backward_ms", 1e3 * r.median_backward},
+          {"median_optimizer_ms", 1e3 * r.median_optimizer},
+          {"measured_median_batch_ms", 1e3 * r.measured_median_batch},
+          {"busy_ms_per_rank", busy}};
+}
+
+std::string run(const ReplayArgs& a) {
+  mgrit::ReplayLink link;
+  if (!a.latency_us.empty()) {
+    link.latency = 1e-6 * parse_number("--latency-us", a.latency_us, "a number >= 0");
+    if (link.latency < 0) invalid_value("--latency-us", a.latency_us, "a number >= 0");
+  }
+  if (!a.bandwidth_gbs.empty()) {
+    link.bandwidth = 1e9 * parse_number("--bandwidth-gbs", a.bandwidth_gbs, "a number > 0");
+    if (!(link.bandwidth > 0)) invalid_value("--bandwidth-gbs", a.bandwidth_gbs, "a number > 0");
+  }
+  const TraceFile trace = read_trace(a.input);
+  mgrit::Replay r;
+  try {
+    r = mgrit::replay(trace.events, link);
+  } catch (const BadData& e) {
+    throw InvalidOption("input '" + a.input + "': " + e.what());
+  }
+  if (!a.json_path.empty()) {
+    std::ofstream out(a.json_path);
+    out << to_json(r, link).dump(2) << "\n";
+    out.flush();
+    if (!out)
+      throw InvalidOption("option --json: '" + a.json_path +
+                          "' is invalid (cannot write it); accepted: a writable path");
+  }
+  return report(r, link);
+}
+
+// Rank 0 replays; the verdict (and its message) reaches every rank, as in `weft plot`.
+int run_replay(const ReplayArgs& a, MPI_Comm comm) {
+  int verdict = 0;  // 0 ok, 2 InvalidOption, 1 anything else
+  std::string message;
+  if (mpi::rank(comm) == 0) {
+    try {
+      message = run(a);
+    } catch (const InvalidOption& e) {
+      verdict = 2, message = e.what();
+    } catch (const std::exception& e) {
+      verdict = 1, message = e.what();
+    }
+  }
+  mpi::check(MPI_Bcast(&verdict, 1, MPI_INT, 0, comm), "MPI_Bcast (replay verdict)");
+  int length = static_cast<int>(message.size());
+  mpi::check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
+  message.resize(static_cast<std::size_t>(length));
+  mpi::check(MPI_Bcast(message.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
+  if (verdict == 2) throw InvalidOption(message);
+  if (verdict == 1) throw Divergence(message);  // collective failure: exit code 1, one line
+  if (mpi::rank(comm) == 0) {
+    std::fputs(message.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand add_replay_command(CLI::App& weft) {
+  CLI::App* cmd = weft.add_subcommand(
+      "replay",
+      "Replay a trace of `weft train --trace` on virtual clocks: the time per batch with one "
+      "core per rank (each event costs its own CPU time; waits follow the messages).");
+  auto a = std::make_shared<ReplayArgs>();
+  cmd->add_option("trace", a->input, "the trace file (weft train --trace FILE)")
+      ->required()
+      ->type_name("FILE");
+  cmd->add_option("--latency-us", a->latency_us, "message latency in microseconds (default 2)")
+      ->type_name("X");
+  cmd->add_option("--bandwidth-gbs", a->bandwidth_gbs, "message bandwidth in GB/s (default 5)")
+      ->type_name("X");
+  cmd->add_option("--json", a->json_path, "write the replay as JSON")->type_name("PATH");
+  return Subcommand{cmd, [a](MPI_Comm comm) { return run_replay(*a, comm); }, nullptr};
+}
+
+}  // namespace weft::cli
