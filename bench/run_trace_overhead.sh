@@ -5,7 +5,8 @@
 # Goal (issue 25): under 3 %. Two networks: the overhead-bound tiny one (1 channel, 64 steps,
 # batch 8, 3 levels cf 4: the most events per millisecond) and the default ResNet (4 channels,
 # 16 steps, batch 50, 2 levels cf 4). Build first (scripts/build.sh).
-# Environment: ROUNDS (default 5), NP ranks (default 1), TRAIN images (default 800).
+# Environment: ROUNDS (default 5), NP ranks (default 1), TRAIN images (default 800), ONLY (one
+# network's name: tiny or resnet).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi-env.sh
@@ -21,6 +22,7 @@ echo "weft train --trace overhead: ${NP:-1} rank(s), $rounds alternating rounds,
 for entry in "${configs[@]}"; do
   name=${entry%%|*}
   flags=${entry#*|}
+  [[ -n ${ONLY:-} && $ONLY != "$name" ]] && continue
   for r in $(seq "$rounds"); do
     for side in off on; do
       extra=()

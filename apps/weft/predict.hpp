@@ -78,8 +78,11 @@ struct PredictConfig {
   std::string json_path;
   std::vector<int> ranks;  ///< empty: 1, 2, 4, ... up to min(1024, N)
   int repeats = 9;         ///< measuring passes
-  double latency = -1;     ///< seconds; < 0: ping-pong with 2 ranks, else the default
-  double bandwidth = -1;   ///< bytes per second; likewise
+  /// Weak scaling (> 0): the network has weak × P layers at P ranks (--model resnet, whose
+  /// layers cost alike: the costs measured on --steps layers are extended layer by layer).
+  std::int64_t weak = 0;
+  double latency = -1;    ///< seconds; < 0: ping-pong with 2 ranks, else the default
+  double bandwidth = -1;  ///< bytes per second; likewise
 };
 
 /// One rank count's figures.
@@ -121,6 +124,11 @@ Prediction predict_batch(const TrainConfig& c, const MeasuredCosts& m, const Lin
 /// Measures the model's costs on this process (LibTorch; predict_costs.cpp): each figure is
 /// the median over `passes` passes spread over time.
 MeasuredCosts measure_costs(const TrainConfig& c, int passes);
+
+/// The costs of the same single-stage network with `layers` layers: layer n takes the figures
+/// of measured layer min(n, m.layers - 1), point p those of min(p, m.layers); the step size
+/// becomes T / layers. For weak scaling of networks whose layers cost alike.
+MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_final);
 
 /// Collective over `comm`; returns the exit code.
 int run_prediction(const PredictConfig& config, MPI_Comm comm);

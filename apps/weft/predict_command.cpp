@@ -31,6 +31,9 @@ Subcommand add_predict_command(CLI::App& weft) {
       "message latency in microseconds (default: ping-pong when run on 2 ranks, else 2)");
   opt("--bandwidth-gbs", "X",
       "message bandwidth in GB/s (default: ping-pong when run on 2 ranks, else 5)");
+  opt("--weak", "LAYERS_PER_RANK",
+      "weak scaling: LAYERS_PER_RANK x P layers at P ranks (--model resnet; costs measured on "
+      "--steps layers, extended layer by layer)");
   opt("--repeats", "INT",
       "measuring passes, each timing every figure; a figure is its median over the passes "
       "(default 9; fewer, but at least 3, once 20 s have gone)");
@@ -54,6 +57,8 @@ Subcommand add_predict_command(CLI::App& weft) {
           if (!(p.bandwidth > 0))
             invalid_value("--bandwidth-gbs", text("--bandwidth-gbs"), "a number > 0");
         }
+        if (given("--weak"))
+          p.weak = parse_integer("--weak", text("--weak"), 1, "an integer >= 1 (layers per rank)");
         if (given("--repeats"))
           p.repeats = static_cast<int>(
               parse_integer("--repeats", text("--repeats"), 1, "an integer in [1, 1000]", 1000));

@@ -150,13 +150,109 @@ json costs_json(const MeasuredCosts& m) {
 
 }  // namespace
 
+MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_final) {
+  MeasuredCosts out = m;
+  const auto n = static_cast<size_t>(layers);
+  const auto last = static_cast<size_t>(m.layers - 1);
+  auto per_layer = [&](auto& v, const auto& from) {
+    v.resize(n);
+    for (size_t k = 0; k < n; ++k) v[k] = from[std::min(k, last)];
+  };
+  auto per_point = [&](auto& v, const auto& from) {
+    v.resize(n + 1);
+    for (size_t k = 0; k <= n; ++k) v[k] = from[std::min(k, last + 1)];
+  };
+  out.layers = layers;
+  per_layer(out.transition, m.transition);
+  per_layer(out.forward, m.forward);
+  per_layer(out.forward_record, m.forward_record);
+  per_layer(out.adjoint_reuse, m.adjoint_reuse);
+  per_layer(out.adjoint_final, m.adjoint_final);
+  per_layer(out.adjoint_build, m.adjoint_build);
+  per_layer(out.parameters, m.parameters);
+  per_point(out.axpy, m.axpy);
+  per_point(out.state_bytes, m.state_bytes);
+  out.step_size.assign(n, t_final / static_cast<double>(layers));
+  for (size_t d = 0; d < m.spatial.size(); ++d) {
+    per_point(out.spatial[d].state_bytes, m.spatial[d].state_bytes);
+    per_layer(out.spatial[d].forward, m.spatial[d].forward);
+    per_layer(out.spatial[d].adjoint_build, m.spatial[d].adjoint_build);
+    per_point(out.spatial[d].axpy, m.spatial[d].axpy);
+    per_point(out.spatial[d].restriction, m.spatial[d].restriction);
+    per_point(out.spatial[d].interpolation, m.spatial[d].interpolation);
+  }
+  return out;
+}
+
+namespace {
+
+/// `weft predict --weak L`: the batch at P ranks of the network of L x P layers, against one
+/// rank's exact mode on the same network (predicted from the same costs).
+int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const LinkCosts& link) {
+  const TrainConfig& c = p.train;
+  std::vector<int> counts = p.ranks;
+  if (counts.empty())
+    for (int r = 1; r <= 64; r *= 2) counts.push_back(r);
+  TrainConfig exact = c;
+  exact.parallel = nn::LayerParallelOptions::exact();
+  std::printf(
+      "weft predict --weak %lld: %s, %lld layers per rank (costs measured on %lld "
+      "layers), batch %lld, %d torch thread%s per rank\n",
+      static_cast<long long>(p.weak), c.model.kind.c_str(), static_cast<long long>(p.weak),
+      static_cast<long long>(m.layers), static_cast<long long>(c.batch), m.threads,
+      m.threads == 1 ? "" : "s");
+  std::printf("messages: latency %.2f us, bandwidth %.2f GB/s (%s)\n", 1e6 * link.latency,
+              1e-9 * link.bandwidth, link.source.c_str());
+  std::printf("%8s  %8s  %12s  %14s  %22s\n", "ranks", "layers", "batch ms", "weak efficiency",
+              "1-rank exact mode ms");
+  json list = json::array();
+  double first = 0;
+  for (int r : counts) {
+    const std::int64_t layers = p.weak * r;
+    const MeasuredCosts mr = with_layers(m, layers, c.model.t_final);
+    const Prediction q = predict_batch(c, mr, link, r);
+    const Prediction one = predict_batch(exact, mr, link, 1);
+    if (first == 0) first = q.batch_seconds;
+    const double efficiency = first / q.batch_seconds;
+    std::printf("%8d  %8lld  %12.3f  %14.3f  %22.3f\n", r, static_cast<long long>(layers),
+                1e3 * q.batch_seconds, efficiency, 1e3 * one.batch_seconds);
+    list.push_back({{"ranks", r},
+                    {"layers", layers},
+                    {"batch_ms", 1e3 * q.batch_seconds},
+                    {"weak_efficiency", efficiency},
+                    {"forward_ms", 1e3 * q.forward_seconds},
+                    {"backward_ms", 1e3 * q.backward_seconds},
+                    {"optimizer_ms", 1e3 * q.optimizer_seconds},
+                    {"exact_one_rank_ms", 1e3 * one.batch_seconds}});
+  }
+  std::fflush(stdout);
+  if (!p.json_path.empty()) {
+    const json out = {{"weak_layers_per_rank", p.weak},
+                      {"predictions", list},
+                      {"model", c.model.kind},
+                      {"batch", c.batch},
+                      {"latency_us", 1e6 * link.latency},
+                      {"bandwidth_gbs", 1e-9 * link.bandwidth},
+                      {"costs", costs_json(m)}};
+    std::ofstream f(p.json_path);
+    f << out.dump(2) << "\n";
+    if (!f) throw BadData("--json " + p.json_path + ": cannot write");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   const TrainConfig& c = p.train;
+  if (p.weak > 0 && c.model.kind != "resnet")
+    invalid_value("--weak", std::to_string(p.weak), "a layer count with --model resnet",
+                  "weak scaling extends a network whose layers cost alike");
   if (c.data_ranks > 1)
     invalid_value("--data-ranks", std::to_string(c.data_ranks), "1 with weft predict",
                   "data x layer parallelism is not modelled");
   const std::int64_t known = layers_of(c.model);
-  if (known > 0) rank_counts(p, known);  // bad --ranks fails before any measurement
+  if (known > 0 && p.weak == 0) rank_counts(p, known);  // bad --ranks fails before measuring
   if (!p.json_path.empty())
     mpi::collectively(comm, [&] {
       if (mpi::rank(comm) == 0) check_output_file("--json", p.json_path);
@@ -178,6 +274,7 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   mpi::check(MPI_Bcast(&b, 1, MPI_UNSIGNED_LONG_LONG, 0, comm), "MPI_Bcast (state bytes)");
   const LinkCosts link = link_costs(p, comm, static_cast<std::size_t>(b));
   if (mpi::rank(comm) != 0) return kExitOk;
+  if (p.weak > 0) return run_weak_prediction(p, m, link);
 
   const std::vector<int> counts = rank_counts(p, m.layers);
   std::vector<Prediction> predictions;

@@ -1,5 +1,6 @@
 #include "weft/util/trace.hpp"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -298,6 +299,9 @@ void write(const std::string& path, MPI_Comm comm, const std::string& metadata) 
   const auto events = gather_text(events_json(*r, world_rank, r->wall0 - earliest), comm);
   const auto batches = gather_text(batches_json(*r), comm);
   const auto ranks_of = gather_text(std::to_string(world_rank), comm);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
+  const auto rss_of = gather_text(std::to_string(usage.ru_maxrss), comm);
   std::string failure;
   if (mpi::rank(comm) == 0) {
     std::ofstream out(path);
@@ -309,6 +313,9 @@ void write(const std::string& path, MPI_Comm comm, const std::string& metadata) 
         << ",\"batch_wall_ms\":{";
     for (size_t q = 0; q < batches.size(); ++q)
       out << (q ? "," : "") << "\"" << ranks_of[q] << "\":" << batches[q];
+    out << "},\"max_rss_kib\":{";
+    for (size_t q = 0; q < rss_of.size(); ++q)
+      out << (q ? "," : "") << "\"" << ranks_of[q] << "\":" << rss_of[q];
     out << "}" << (metadata.empty() ? "" : ",") << metadata << "}}\n";
     out.flush();
     if (!out) failure = "cannot write the trace file '" + path + "'";

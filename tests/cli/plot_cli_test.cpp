@@ -1,7 +1,7 @@
 // `weft plot` end to end: pictures from the small inputs in plot_inputs/ (real `weft mgrit
 // --json` summaries, metrics lines in the `weft train --metrics` format, a `weft predict --json`
-// file), checked to be PNG (or SVG) files with a picture in them; bad inputs give one line and
-// exit code 2.
+// file, a 2-rank `weft train --trace` file), checked to be PNG (or SVG) files with a picture in
+// them; bad inputs give one line and exit code 2.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -84,7 +84,8 @@ INSTANTIATE_TEST_SUITE_P(
         Picture{"timing " + input("exact_2ranks.jsonl") + " " + input("mgrit_3ranks.jsonl"),
                 "timing.png"},
         Picture{"scaling " + input("predict.json"), "scaling.png"},
-        Picture{"scaling " + input("predict.json") + " --title 'a title'", "scaling.svg"}),
+        Picture{"scaling " + input("predict.json") + " --title 'a title'", "scaling.svg"},
+        Picture{"timeline " + input("trace_2ranks.json"), "timeline.png"}),
     picture_name);
 
 TEST(Plots, RunTheSameOnSeveralRanks) {
@@ -137,7 +138,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadPlot{"training " + input("exact_2ranks.jsonl") + " -o no/such/dir/x.png",
                 "option --output"},
         BadPlot{"training " + input("exact_2ranks.jsonl"), "--output is required"},
-        BadPlot{"training -o x.png", "required"}, BadPlot{"", "subcommand"}),
+        BadPlot{"training -o x.png", "required"}, BadPlot{"", "subcommand"},
+        BadPlot{"timeline " + input("predict.json") + " -o x.png", "not a weft trace"},
+        BadPlot{"timeline " + input("trace_2ranks.json") + " " + input("trace_2ranks.json") +
+                    " -o x.png",
+                "one trace"}),
     bad_plot_name);
 
 }  // namespace

@@ -46,19 +46,50 @@ TEST(Predict, FlagsThatDoNotChangeTheTimePerBatchAreNamedInOneWarningLine) {
   EXPECT_EQ(quiet.err.find("warning"), std::string::npos) << quiet.err;
 }
 
-TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
-  const fs::path dir = work_dir();
+/// `weft predict` of the tiny 2-level network on `np` ranks with `flags`: its JSON (and output).
+json predict_json(int np, const std::string& flags, const fs::path& dir, Outcome* outcome) {
   const std::string data = tiny_dataset(dir / "data", 12, 12).string();
   const fs::path out = dir / "predict.json";
-  const Outcome r = weft(2,
-                         kTiny + "--data " + data +
-                             " --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 --ranks 1,2,4"
-                             " --json " +
-                             out.string(),
-                         dir);
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  *outcome =
+      weft(np,
+           kTiny + "--data " + data + " --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 " +
+               flags + " --json " + out.string(),
+           dir);
+  EXPECT_EQ(outcome->code, 0) << outcome->out << outcome->err;
+  return outcome->code == 0 ? json::parse(slurp(out)) : json();
+}
+
+TEST(Predict, WeakScalingGrowsTheNetworkWithTheRanks) {
+  const fs::path dir = work_dir();
+  Outcome r;
+  const json j = predict_json(1, "--weak 4 --ranks 1,2,4", dir, &r);
+  ASSERT_TRUE(j.is_object()) << r.err;
+  EXPECT_EQ(j.at("weak_layers_per_rank").get<int>(), 4);
+  ASSERT_EQ(j.at("predictions").size(), 3u) << j.dump();
+  double one_rank_exact = 0;
+  for (const json& p : j.at("predictions")) {
+    const int ranks = p.at("ranks").get<int>();
+    EXPECT_EQ(p.at("layers").get<int>(), 4 * ranks);
+    // One rank's exact mode on 4P layers grows with P: the network is P times longer.
+    const double exact = p.at("exact_one_rank_ms").get<double>();
+    EXPECT_GT(exact, one_rank_exact * 1.5) << j.dump();
+    one_rank_exact = exact;
+    EXPECT_GT(p.at("batch_ms").get<double>(), 0.0);
+  }
+  EXPECT_DOUBLE_EQ(j.at("predictions")[0].at("weak_efficiency").get<double>(), 1.0);
+  const std::string data = (dir / "data").string();
+  expect_one_line(
+      weft(1, "predict --threads 1 --model stages --batch 4 --repeats 1 --weak 4 --data " + data,
+           dir),
+      2, "--weak");
+}
+
+TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
+  const fs::path dir = work_dir();
+  Outcome r;
+  const json j = predict_json(2, "--ranks 1,2,4", dir, &r);
+  ASSERT_TRUE(j.is_object()) << r.err;
   EXPECT_NE(r.out.find("break-even"), std::string::npos) << r.out;
-  const json j = json::parse(slurp(out));
   const double serial = j.at("serial_batch_ms").get<double>();
   EXPECT_GT(serial, 0.0);
   ASSERT_EQ(j.at("predictions").size(), 3u) << j.dump();
