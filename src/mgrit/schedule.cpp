@@ -262,12 +262,21 @@ Timeline simulate(const Schedule& schedule, const CostModel& cost) {
       ++pos[ru];
     }
   }
-  for (int r = 0; r < ranks; ++r)
-    if (pos[static_cast<size_t>(r)] < schedule[static_cast<size_t>(r)].size())
+  // A stuck schedule: name a blocking receive first (its send never comes: the cause), else a
+  // reduction that some member of its group never reaches.
+  for (const bool receives : {true, false})
+    for (int r = 0; r < ranks; ++r) {
+      const auto& events = schedule[static_cast<size_t>(r)];
+      const size_t at = pos[static_cast<size_t>(r)];
+      if (at >= events.size() || (events[at].kind == Event::Kind::Recv) != receives) continue;
+      const Event& e = events[at];
+      const std::string what = receives
+                                   ? "a receive from rank " + std::to_string(e.peer) + " (tag " +
+                                         std::to_string(e.tag) + ") whose send never comes"
+                                   : "a reduction that not every rank of its group reaches";
       throw Error("schedule replay: rank " + std::to_string(r) + " cannot go past event " +
-                  std::to_string(pos[static_cast<size_t>(r)]) + " of " +
-                  std::to_string(schedule[static_cast<size_t>(r)].size()) +
-                  " (a receive without its send, or an unmatched reduction)");
+                  std::to_string(at) + " of " + std::to_string(events.size()) + ": " + what);
+    }
   out.makespan = ranks ? *std::max_element(out.finish.begin(), out.finish.end()) : 0.0;
   return out;
 }

@@ -121,8 +121,9 @@ struct Timeline {
 /// Runs every rank's events on its own virtual clock from 0: a step, transfer or compute advances
 /// it, a send leaves at the sender's time and arrives latency + bytes/bandwidth later, a receive
 /// waits for its message, a reduction waits for every rank of its group. Throws Error on a
-/// schedule that cannot finish (a receive without its send, ranks reducing a different number of
-/// times, a group naming a rank that is not in the schedule or not this one).
+/// schedule that cannot finish, naming the blocked event (a receive without its send, ranks
+/// reducing a different number of times, a group naming a rank that is not in the schedule or not
+/// this one).
 Timeline simulate(const Schedule& schedule, const CostModel& cost);
 
 }  // namespace weft::mgrit
