@@ -148,6 +148,28 @@ void report_error(const std::string& prefix, const std::string& message, MPI_Com
   std::fflush(stderr);
 }
 
+std::string run_on_rank_zero(MPI_Comm comm, const std::function<std::string()>& work) {
+  int verdict = 0;  // 0 ok, 2 InvalidOption, 1 anything else
+  std::string message;
+  if (mpi::rank(comm) == 0) {
+    try {
+      message = work();
+    } catch (const InvalidOption& e) {
+      verdict = 2, message = e.what();
+    } catch (const std::exception& e) {
+      verdict = 1, message = e.what();
+    }
+  }
+  mpi::check(MPI_Bcast(&verdict, 1, MPI_INT, 0, comm), "MPI_Bcast (verdict)");
+  int length = static_cast<int>(message.size());
+  mpi::check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast (verdict length)");
+  message.resize(static_cast<std::size_t>(length));
+  mpi::check(MPI_Bcast(message.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast (verdict text)");
+  if (verdict == 2) throw InvalidOption(message);
+  if (verdict == 1) throw Divergence(message);  // collective failure: exit code 1, one line
+  return message;
+}
+
 int run_guarded(const std::string& prefix, MPI_Comm comm, const std::function<int()>& body) {
   std::string what;
   bool collective = false;

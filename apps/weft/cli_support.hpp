@@ -80,6 +80,11 @@ void check_output_folder(const std::string& option, const std::string& path, int
 /// 1, so that no rank waits forever.
 int run_guarded(const std::string& prefix, MPI_Comm comm, const std::function<int()>& body);
 
+/// For commands that read and write files only (plot, replay): runs `work` on rank 0 of `comm`
+/// alone; every rank then returns rank 0's result text, or throws what rank 0 caught, with its
+/// message: weft::InvalidOption (exit 2), anything else as a collective failure (exit 1).
+std::string run_on_rank_zero(MPI_Comm comm, const std::function<std::string()>& work);
+
 /// Prints one line (newlines in `message` become spaces) to stderr on rank 0 of `comm`; with
 /// MPI_COMM_NULL (before MPI starts) on the launcher's rank 0 (programs.hpp, launcher_rank).
 void report_error(const std::string& prefix, const std::string& message, MPI_Comm comm);

@@ -413,27 +413,12 @@ void plot(const PlotArgs& a) {
   plot_scaling(a, scratch);
 }
 
-// Rank 0 plots; the verdict (ok, usage error, failure and its message) reaches every rank, which
-// then returns or throws the same thing.
+// Rank 0 plots; every rank learns the verdict.
 int run_plot(const PlotArgs& a, MPI_Comm comm) {
-  int verdict = 0;  // 0 ok, 2 InvalidOption, 1 anything else
-  std::string message;
-  if (mpi::rank(comm) == 0) {
-    try {
-      plot(a);
-    } catch (const InvalidOption& e) {
-      verdict = 2, message = e.what();
-    } catch (const std::exception& e) {
-      verdict = 1, message = e.what();
-    }
-  }
-  mpi::check(MPI_Bcast(&verdict, 1, MPI_INT, 0, comm), "MPI_Bcast (plot verdict)");
-  int length = static_cast<int>(message.size());
-  mpi::check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
-  message.resize(static_cast<std::size_t>(length));
-  mpi::check(MPI_Bcast(message.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
-  if (verdict == 2) throw InvalidOption(message);
-  if (verdict == 1) throw Divergence(message);  // collective failure: exit code 1, one line
+  run_on_rank_zero(comm, [&] {
+    plot(a);
+    return std::string();
+  });
   if (mpi::rank(comm) == 0) std::printf("weft plot: wrote %s\n", a.output.c_str());
   return kExitOk;
 }

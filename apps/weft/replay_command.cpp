@@ -95,28 +95,11 @@ std::string run(const ReplayArgs& a) {
   return report(r, link);
 }
 
-// Rank 0 replays; the verdict (and its message) reaches every rank, as in `weft plot`.
+// Rank 0 replays; every rank learns the verdict.
 int run_replay(const ReplayArgs& a, MPI_Comm comm) {
-  int verdict = 0;  // 0 ok, 2 InvalidOption, 1 anything else
-  std::string message;
+  const std::string report_text = run_on_rank_zero(comm, [&] { return run(a); });
   if (mpi::rank(comm) == 0) {
-    try {
-      message = run(a);
-    } catch (const InvalidOption& e) {
-      verdict = 2, message = e.what();
-    } catch (const std::exception& e) {
-      verdict = 1, message = e.what();
-    }
-  }
-  mpi::check(MPI_Bcast(&verdict, 1, MPI_INT, 0, comm), "MPI_Bcast (replay verdict)");
-  int length = static_cast<int>(message.size());
-  mpi::check(MPI_Bcast(&length, 1, MPI_INT, 0, comm), "MPI_Bcast");
-  message.resize(static_cast<std::size_t>(length));
-  mpi::check(MPI_Bcast(message.data(), length, MPI_CHAR, 0, comm), "MPI_Bcast");
-  if (verdict == 2) throw InvalidOption(message);
-  if (verdict == 1) throw Divergence(message);  // collective failure: exit code 1, one line
-  if (mpi::rank(comm) == 0) {
-    std::fputs(message.c_str(), stdout);
+    std::fputs(report_text.c_str(), stdout);
     std::fflush(stdout);
   }
   return kExitOk;
