@@ -20,14 +20,13 @@
 
 #include "weft/models/stages_net.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 
 struct OpTotals {
   double seconds = 0;  // top-level calls

@@ -31,6 +31,7 @@
 #include "weft/mgrit/problems/heat2d.hpp"
 #include "weft/mgrit/problems/space_time.hpp"
 #include "weft/mgrit/solver.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/mpi.hpp"
 #ifdef WEFT_HAVE_PETSC
 #include "weft/mgrit/problems/petsc_heat2d.hpp"
@@ -49,9 +50,7 @@ struct Args {
   std::string ksp = "cg";
 };
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "weft/mgrit/solver.hpp"
+#include "weft/util/clock.hpp"
 
 namespace {
 
@@ -32,9 +33,7 @@ struct Decay {
   }
 };
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -41,6 +41,7 @@
 
 #include "weft/data/idx.hpp"
 #include "weft/nn/recurrent.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -49,9 +50,7 @@ namespace {
 using torch::Tensor;
 using State = std::vector<Tensor>;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 /// CPU seconds of this process: unlike wall time, not inflated by other processes on shared
 /// cores (but it counts MPI's busy polling while a rank waits).
 double cpu_now() {

@@ -8,7 +8,8 @@
 #   git worktree add /tmp/old <commit> && (cd /tmp/old && bash scripts/build.sh)
 #   bash bench/run_build_ab.sh /tmp/old/build/apps/weft/weft build/apps/weft/weft
 # Environment: ROUNDS (default 6), NP ranks (default 1), TRAIN (training images, default 1600),
-# extra arguments after the two programs go to `weft train` (e.g. --fwd-levels 1 --bwd-levels 1).
+# NETWORK (the network and MGRIT flags instead of the default's, with --batch); extra arguments
+# after the two programs go to `weft train` (flags the configuration does not already give).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi-env.sh
@@ -21,10 +22,12 @@ b=$2
 shift 2
 rounds=${ROUNDS:-6}
 train=${TRAIN:-1600}
-batch=8
-config=(--open copy --channels 1 --steps 64 --batch "$batch" --fwd-levels 3 --fwd-cf 4
-  --bwd-levels 3 --bwd-cf 4 --fwd-iters 2 --bwd-iters 1 --optimizer sgd --threads 1
-  --train-size "$train" --test-size 100 --epochs 1 --seed 1 "$@")
+# NETWORK replaces the default network and MGRIT flags (it must give --batch).
+network=${NETWORK:---open copy --channels 1 --steps 64 --batch 8 --fwd-levels 3 --fwd-cf 4 \
+--bwd-levels 3 --bwd-cf 4 --fwd-iters 2 --bwd-iters 1 --optimizer sgd}
+batch=$(sed -E 's/.*--batch ([0-9]+).*/\1/' <<< "$network")
+# shellcheck disable=SC2206  # the flags are words
+config=($network --threads 1 --train-size "$train" --test-size 100 --epochs 1 --seed 1 "$@")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for r in $(seq "$rounds"); do

@@ -14,7 +14,12 @@
 #
 # Environment: NETWORKS (default "resnet deep stages gru"; "weak" is the ResNet of resnet's flags
 # with WEAK layers per rank, default 4: `weft predict --weak`), RANKS (default "1 2 4 8 16"),
-# ROUNDS (default 2), BATCHES traced per run (default 4). Build first (scripts/build.sh).
+# ROUNDS (default 2), BATCHES traced per run (default 4), OUT (a folder: the weak series as
+# `weft predict --weak --json`-like files for `weft plot scaling`, weak_predicted.json and
+# weak_replayed.json). Build first (scripts/build.sh).
+#
+# Memory: each row also gives predict's resident memory of the rank with the most layers and the
+# largest max RSS of the traced run's ranks (MiB, medians over the rounds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi-env.sh
@@ -30,7 +35,7 @@ weak=${WEAK:-4}
 flags_of() {  # the network and MGRIT flags of one named configuration at $2 ranks
   case $1 in
     resnet) echo "--channels 4 --steps 16 --batch 50 --fwd-levels 2 --bwd-levels 2 --fwd-cf 4 --bwd-cf 4" ;;
-    weak) echo "--channels 4 --steps $((weak * $2)) --batch 50 --fwd-levels 2 --bwd-levels 2 --fwd-cf 4 --bwd-cf 4" ;;
+    weak) echo "--channels 4 --steps $((weak * $2)) --batch 50 --fwd-levels 4 --bwd-levels 4 --fwd-cf 4 --bwd-cf 4" ;;
     deep) echo "--channels 2 --steps 128 --batch 20 --fwd-levels 3 --bwd-levels 3 --fwd-cf 4 --bwd-cf 4" ;;
     stages) echo "--model stages --batch 50" ;;
     gru) echo "--model gru --batch 50 --fwd-levels 2 --bwd-levels 2 --fwd-cf 4 --bwd-cf 4" ;;
@@ -54,7 +59,9 @@ replayed() {
   mpirun -np "$np" $weft $args --trace "$work/$tag.trace" --trace-batches "$traced" > /dev/null
   for pid in "${pids[@]}"; do wait "$pid"; done
   $weft replay "$work/$tag.trace" --json "$work/$tag.replay" > /dev/null
-  /usr/bin/python3 -c "import json; print(json.load(open('$work/$tag.replay'))['median_batch_ms'])"
+  /usr/bin/python3 -c "import json; r = json.load(open('$work/$tag.replay')); \
+rss = json.load(open('$work/$tag.trace'))['otherData']['max_rss_kib'].values(); \
+print(f\"{r['median_batch_ms']}:{max(rss) / 1024}\")"
 }
 
 predicted() {
@@ -62,7 +69,8 @@ predicted() {
   [[ $name == weak ]] && extra="--weak $weak"
   mpirun -np 1 $weft predict $(flags_of "$name" 1) $extra --threads 1 --ranks "$np" --repeats 3 \
     --json "$work/$tag.predict" > /dev/null 2>&1 || { echo skip; return; }
-  /usr/bin/python3 -c "import json; print(json.load(open('$work/$tag.predict'))['predictions'][0]['batch_ms'])"
+  /usr/bin/python3 -c "import json; p = json.load(open('$work/$tag.predict'))['predictions'][0]; \
+print(f\"{p['batch_ms']}:{p['memory_per_rank_mib']}\")"
 }
 
 echo "weft predict against the replay of traced runs ($(getconf _NPROCESSORS_ONLN) cores here; $rounds rounds, $traced traced batches per run)"
@@ -82,15 +90,41 @@ for name in $networks; do
         busy+=("$(replayed "$name" 1 $((np - 1)) "$name-$np-busy-$r")")
       fi
     done
-    /usr/bin/python3 - "$np" "${alone[*]:-1}" "${busy[*]:-1}" "${pred[*]}" "${rep[*]}" <<'PY'
-import statistics, sys
+    /usr/bin/python3 - "$np" "${alone[*]:-1:0}" "${busy[*]:-1:0}" "${pred[*]}" "${rep[*]}" \
+      "$work/series-$name" <<'PY'
+import json, statistics, sys
 np = int(sys.argv[1])
-alone, busy, pred, rep = ([float(x) for x in a.split()] for a in sys.argv[2:6])
-contention = statistics.median(busy) / statistics.median(alone)
-p, r = statistics.median(pred), statistics.median(rep)
+# Each value is "batch_ms:MiB".
+alone, busy, pred, rep = ([[float(v) for v in x.split(":")] for x in a.split()]
+                          for a in sys.argv[2:6])
+med = lambda rows, k: statistics.median(row[k] for row in rows)
+contention = med(busy, 0) / med(alone, 0)
+p, r = med(pred, 0), med(rep, 0)
 r_clean = r / contention
 print(f"  P={np:3d}  predicted {p:9.2f} ms  replayed {r:9.2f} ms  contention {contention:.2f}  "
-      f"replayed, uncontended {r_clean:9.2f} ms  predicted/replayed {p / r_clean:.3f}")
+      f"replayed, uncontended {r_clean:9.2f} ms  predicted/replayed {p / r_clean:.3f}  "
+      f"MiB per rank: predicted {med(pred, 1):7.1f}  max RSS {med(rep, 1):7.1f}")
+with open(sys.argv[6], "a") as f:
+    f.write(json.dumps({"ranks": np, "predicted_ms": p, "replayed_ms": r_clean,
+                        "predicted_mib": med(pred, 1), "max_rss_mib": med(rep, 1)}) + "\n")
 PY
   done
 done
+
+# The weak series as two files for `weft plot scaling` (efficiency: the 1-rank batch over P's).
+if [[ -n ${OUT:-} && -f $work/series-weak ]]; then
+  mkdir -p "$OUT"
+  /usr/bin/python3 - "$work/series-weak" "$OUT" "$weak" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+for key, name in (("predicted", "weak_predicted"), ("replayed", "weak_replayed")):
+    first = rows[0][key + "_ms"]
+    out = {"weak_layers_per_rank": int(sys.argv[3]), "source": "bench/run_replay_check.sh",
+           "predictions": [{"ranks": r["ranks"], "batch_ms": r[key + "_ms"],
+                            "weak_efficiency": first / r[key + "_ms"],
+                            "memory_per_rank_mib": r["predicted_mib" if key == "predicted"
+                                                     else "max_rss_mib"]} for r in rows]}
+    json.dump(out, open(f"{sys.argv[2]}/{name}.json", "w"), indent=1)
+print(f"wrote {sys.argv[2]}/weak_predicted.json and weak_replayed.json")
+PY
+fi

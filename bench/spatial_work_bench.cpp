@@ -24,6 +24,7 @@
 
 #include "weft/mgrit/options.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -35,9 +36,7 @@ using weft::nn::Layer;
 using weft::nn::LayerParallel;
 using weft::nn::LayerParallelOptions;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];

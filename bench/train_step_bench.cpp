@@ -47,6 +47,7 @@
 #include "weft/models/image_resnet.hpp"
 #include "weft/models/stages_net.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -54,9 +55,7 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

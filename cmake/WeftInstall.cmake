@@ -5,7 +5,8 @@
 #   target_link_libraries(app PRIVATE weft::mgrit)   # MPI + std only
 #   target_link_libraries(app PRIVATE weft::nn)      # the LibTorch layer (finds Torch itself)
 #
-# Exported targets: weft::mgrit, weft::problems, weft::data and, with LibTorch, weft::nn,
+# Exported targets: weft::util (MPI helpers, timelines, the clock; weft::mgrit links it),
+# weft::mgrit, weft::problems, weft::data and, with LibTorch, weft::nn,
 # weft::nn_options (LayerParallelOptions, which weft::nn links) and weft::models. The PETSc
 # problems are not exported (PETSc comes as a pkg-config target that a consumer would have to
 # recreate); the weft-petsc program links them when weft was built with them.
@@ -15,7 +16,7 @@ include(CMakePackageConfigHelpers)
 set(WEFT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/weft
     CACHE STRING "Where weftConfig.cmake is installed, relative to the prefix")
 
-set(weft_exported weft_mgrit weft_problems weft_data)
+set(weft_exported weft_util weft_mgrit weft_problems weft_data)
 if(WEFT_WITH_TORCH)
   list(APPEND weft_exported weft_nn_options weft_nn weft_models)
 endif()

@@ -84,6 +84,8 @@ py::dict statistics_dict(const nn::BatchStatistics& s) {
   d["graphs_recorded"] = s.graphs_recorded;
   d["graphs_reused"] = s.graphs_reused;
   d["graphs_built"] = s.graphs_built;
+  d["coarse_graphs_built"] = s.coarse_graphs_built;
+  d["coarse_graphs_reused"] = s.coarse_graphs_reused;
   return d;
 }
 

@@ -281,49 +281,65 @@ void plot_timing(const PlotArgs& a, const Scratch& scratch) {
   run_gnuplot(scratch, s, a.output);
 }
 
-// --- scaling: batch time and speedup against ranks ---------------------------------------------
+// --- scaling: batch time and speedup (strong) or weak efficiency (weak) against ranks ---------
 
 void plot_scaling(const PlotArgs& a, const Scratch& scratch) {
   const std::string fields =
       "weft predict --json: {\"predictions\": [{\"ranks\": P, \"batch_ms\": ..., "
-      "\"speedup_vs_serial\": ...}, ...], \"serial_batch_ms\": ...}";
-  std::vector<std::tuple<std::string, std::string, double>> series;  // data, title, serial ms
+      "\"speedup_vs_serial\": ...}, ...], \"serial_batch_ms\": ...}, or all files of weft "
+      "predict --weak --json: {\"weak_layers_per_rank\": L, \"predictions\": [{\"ranks\": P, "
+      "\"batch_ms\": ..., \"weak_efficiency\": ...}, ...]}";
+  // Per file: data rows (ranks, batch ms, speedup or weak efficiency), title, serial ms (strong).
+  std::vector<std::tuple<std::string, std::string, double>> series;
+  int weak_files = 0;
   for (const std::string& path : a.inputs) {
     const json j = parse_json(path, read_file(path), fields);
     if (!j.is_object() || !j.contains("predictions") || !j["predictions"].is_array() ||
         j["predictions"].empty())
       bad_input(path, "no non-empty \"predictions\" array; accepted: " + fields);
-    const double serial = number_field(j, "serial_batch_ms", path, "the top level");
+    const bool weak = j.contains("weak_layers_per_rank");
+    weak_files += weak ? 1 : 0;
+    const double serial = weak ? 0.0 : number_field(j, "serial_batch_ms", path, "the top level");
     std::string rows;
     for (std::size_t i = 0; i < j["predictions"].size(); ++i) {
       const json& p = j["predictions"][i];
       const std::string where = "predictions[" + std::to_string(i) + "]";
-      rows += fmt::format("{} {:.6g} {:.6g}\n", number_field(p, "ranks", path, where),
-                          number_field(p, "batch_ms", path, where),
-                          number_field(p, "speedup_vs_serial", path, where));
+      rows +=
+          fmt::format("{} {:.6g} {:.6g}\n", number_field(p, "ranks", path, where),
+                      number_field(p, "batch_ms", path, where),
+                      number_field(p, weak ? "weak_efficiency" : "speedup_vs_serial", path, where));
     }
     series.emplace_back(scratch.write("scaling" + std::to_string(series.size()) + ".dat", rows),
                         label_of(path), serial);
   }
+  const bool weak = weak_files > 0;
+  if (weak && weak_files != static_cast<int>(a.inputs.size()))
+    bad_input(a.inputs.front(),
+              "strong and weak scaling files mixed in one picture; accepted: " + fields);
   std::string s = header(a, 2);
-  s += multiplot(a, 2, "weft predict: scaling");
+  s += multiplot(a, 2, weak ? "weak scaling" : "weft predict: scaling");
   s += "set xlabel 'ranks'\nset style data linespoints\nset logscale x 2\n";
-  s += "set title 'batch time'\nset ylabel 'ms per batch'\nset yrange [0:*]\n"
-       "set key bottom left\nplot ";
+  s += fmt::format(
+      "set title '{}'\nset ylabel 'ms per batch'\nset yrange [0:*]\n"
+      "set key bottom left\nplot ",
+      weak ? "batch time, layers growing with the ranks" : "batch time");
   for (std::size_t i = 0; i < series.size(); ++i) {
     const auto& [file, title, serial] = series[i];
-    s += fmt::format("{}{} using 1:2 lc {} pt 7 title {}, {:.6g} lc {} dt 2 title {}",
-                     i ? ", " : "", gp_string(file), i + 1, gp_string(title), serial, i + 1,
-                     gp_string(title + " serial"));
-  }
-  s += "\nset title 'speedup over serial'\nset ylabel 'speedup'\nset key top left\nplot ";
-  for (std::size_t i = 0; i < series.size(); ++i) {
-    const auto& [file, title, serial] = series[i];
-    (void)serial;
-    s += fmt::format("{}{} using 1:3 lc {} pt 7 title {}", i ? ", " : "", gp_string(file), i + 1,
+    s += fmt::format("{}{} using 1:2 lc {} pt 7 title {}", i ? ", " : "", gp_string(file), i + 1,
                      gp_string(title));
+    if (!weak)
+      s += fmt::format(", {:.6g} lc {} dt 2 title {}", serial, i + 1, gp_string(title + " serial"));
   }
-  s += ", 1 lc rgb '#999999' dt 3 title 'break-even'\nunset multiplot\n";
+  s += weak ? "\nset title 'weak efficiency (batch at 1 rank / batch at P)'\nset ylabel "
+              "'efficiency'\nset yrange [0:1.1]\nset key bottom left\nplot "
+            : "\nset title 'speedup over serial'\nset ylabel 'speedup'\nset key top left\nplot ";
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const auto& file = std::get<0>(series[i]);
+    s += fmt::format("{}{} using 1:3 lc {} pt 7 title {}", i ? ", " : "", gp_string(file), i + 1,
+                     gp_string(std::get<1>(series[i])));
+  }
+  s += weak ? ", 1 lc rgb '#999999' dt 3 title 'ideal'\nunset multiplot\n"
+            : ", 1 lc rgb '#999999' dt 3 title 'break-even'\nunset multiplot\n";
   run_gnuplot(scratch, s, a.output);
 }
 
@@ -445,7 +461,8 @@ Subcommand add_plot_command(CLI::App& weft) {
        "weft mgrit --json files"},
       {"timing", "time per batch per rank: steps / waiting / bookkeeping / outside the solver",
        "weft train --metrics files of layer-parallel runs (the last epoch is drawn)"},
-      {"scaling", "batch time and speedup against the rank count", "weft predict --json files"},
+      {"scaling", "batch time and speedup (or weak efficiency) against the rank count",
+       "weft predict --json files (all --weak, or none)"},
       {"timeline",
        "every event of a traced run, ranks as rows: steps by level and direction, "
        "transfers, messages, waiting",

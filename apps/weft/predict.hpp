@@ -21,6 +21,7 @@ struct SpatialCosts {
   std::vector<std::size_t> state_bytes;  ///< per point
   std::vector<double> forward;           ///< per layer: the step on the coarse state, no graph
   std::vector<double> adjoint_build;     ///< per layer: record and vjp on the coarse state
+  std::vector<double> adjoint_reuse;     ///< per layer: the vjp on its kept graph (cache_graphs)
   std::vector<double> axpy;              ///< per point
   std::vector<double> restriction;       ///< per point: depth d-1 to d
   std::vector<double> interpolation;     ///< per point: depth d to d-1
@@ -62,6 +63,18 @@ struct MeasuredCosts {
   /// steps priced from the figures above (1: the isolated figures are right; empty: not
   /// measured). Steps are priced at their figure times this factor, at every rank count.
   std::vector<double> forward_in_situ, adjoint_in_situ;
+  /// Per rank and batch, what the model spends outside the events priced one by one (module
+  /// calls, autograd's own work, gradient bookkeeping, zero_grad), per phase: the one-rank
+  /// training batch's phase time less the same phase predicted at one rank from the figures
+  /// above and the in-situ factors (0 when that is negative or not measured). Every rank pays
+  /// it, at every rank count: the traces show a part of each rank's batch that does not
+  /// shrink with its layers.
+  double fixed_forward = 0, fixed_backward = 0, fixed_optimizer = 0;
+  /// Memory: this process's resident bytes before any model exists (LibTorch, MPI, the
+  /// program), and the bytes the one-rank training batch holds at the end of its forward (its
+  /// peak: parameters, gradients, optimizer state, the solvers' states and the graphs kept for
+  /// the backward), counted by the allocator.
+  double process_bytes = 0, model_bytes = 0;
   bool recurrent = false;     ///< gru/lstm (see above)
   double gradient_bytes = 0;  ///< gru/lstm: the fused all-reduce of the parameter gradients
 };
@@ -94,6 +107,9 @@ struct Prediction {
   /// solve, open's backward), the rest (optimizer step). They add up to batch_seconds.
   double forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0;
   double busiest_seconds = 0;  ///< steps and fixed work of the busiest rank
+  /// Resident memory of the rank holding the most layers: the process plus that share of the
+  /// model's bytes (the data set, which `weft train` also holds, is not included).
+  double memory_bytes = 0;
 };
 
 /// The price of one solver step or level transfer under the measured costs (forward or

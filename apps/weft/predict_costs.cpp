@@ -9,10 +9,14 @@
 // Two private headers of weft_nn are read here so that the figures are those of the code that
 // runs: the spatial restriction and interpolation (spatial.hpp) and the stacked recurrent cell
 // (recurrent_solve.hpp).
+#include <malloc.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -25,6 +29,7 @@
 #include "spatial.hpp"
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/models/sequence_classifier.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::cli {
@@ -32,9 +37,7 @@ namespace {
 
 using torch::Tensor;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 
 /// Median seconds of `body` over `repeats` runs after a warm-up; `setup` runs untimed first.
 /// Figures that take long (a deep network's serial batch) stop after a second of timings.
@@ -144,11 +147,13 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
     });
     sc.forward.assign(N, 0.0);
     sc.adjoint_build.assign(N, 0.0);
+    sc.adjoint_reuse.assign(N, 0.0);
     for (size_t k = 0; k < N; ++k) {
       const auto r = static_cast<size_t>(representative[k]);
       if (r != k) {
         sc.forward[k] = sc.forward[r];
         sc.adjoint_build[k] = sc.adjoint_build[r];
+        sc.adjoint_reuse[k] = sc.adjoint_reuse[r];
         continue;
       }
       nn::Layer& layer = net->step(static_cast<std::int64_t>(k));
@@ -166,6 +171,17 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
         const Tensor leaf = xk.detach().requires_grad_(true);
         const Tensor y = layer.forward(leaf);
         const auto g = torch::autograd::grad({y}, {leaf}, {lambda}, false, false, true);
+        torch::NoGradGuard no_grad;
+        if (!tr) torch::add(lambda, g[0], h);
+      });
+      Tensor leaf, y;
+      {
+        torch::AutoGradMode on(true);
+        leaf = xk.detach().requires_grad_(true);
+        y = layer.forward(leaf);
+      }
+      sc.adjoint_reuse[k] = median_seconds(repeats, [&] {
+        const auto g = torch::autograd::grad({y}, {leaf}, {lambda}, true, false, true);
         torch::NoGradGuard no_grad;
         if (!tr) torch::add(lambda, g[0], h);
       });
@@ -312,17 +328,52 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   return m;
 }
 
+/// Bytes the C allocator has handed out and not taken back (LibTorch's CPU tensors come from
+/// it): exact, unlike the resident size, which keeps freed pages.
+double allocated_bytes() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<double>(info.uordblks) + static_cast<double>(info.hblkhd);
+}
+
+/// This process's resident bytes now (/proc/self/statm; 0 where it cannot be read).
+double resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
 /// The model as `weft train` runs it, at one rank (MPI_COMM_SELF), on one fixed batch: its
-/// solvers time their own sweeps per level (mgrit::Statistics::step_seconds_per_level).
+/// solvers time their own sweeps per level (mgrit::Statistics::step_seconds_per_level). gru/lstm:
+/// the recurrent classifier, whose solves are over the sequence.
 class InSituBatch {
  public:
   explicit InSituBatch(const TrainConfig& c) {
     std::vector<std::int64_t> shape = image_shape(c);
     shape[0] = c.batch;
     torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
-    model_ = nn::LayerParallel(MPI_COMM_SELF, make_training_network(c.model, shape), c.parallel);
-    model_->train();
-    optimizer_ = make_optimizer(c, model_->parameters());
+    if (c.model.kind == "gru" || c.model.kind == "lstm") {
+      models::SequenceClassifierSpec spec;
+      spec.cell = c.model.kind == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM;
+      spec.order = models::parse_sequence_order(c.model.sequence);
+      spec.hidden = c.model.hidden;
+      spec.layers = c.model.rnn_layers;
+      spec.height = shape[shape.size() - 2];
+      spec.width = shape.back();
+      spec.seed = static_cast<std::uint64_t>(c.model.seed);
+      spec.solver = c.parallel;
+      spec.coarse_input =
+          c.model.coarse_input == "mean" ? nn::CoarseInput::Mean : nn::CoarseInput::Start;
+      spec.implicit_step = c.model.implicit_step;
+      spec.implicit_iterations = c.model.implicit_iterations;
+      recurrent_ = models::SequenceClassifier(MPI_COMM_SELF, spec);
+      module_ = recurrent_.ptr();
+    } else {
+      model_ = nn::LayerParallel(MPI_COMM_SELF, make_training_network(c.model, shape), c.parallel);
+      module_ = model_.ptr();
+    }
+    module_->train();
+    optimizer_ = make_optimizer(c, module_->parameters());
     images_ = torch::randn(shape);
     labels_ = torch::randint(0, 10, {c.batch}, torch::kInt64);
   }
@@ -334,20 +385,43 @@ class InSituBatch {
     std::vector<double> sweeps;
     double other = 0;
   };
-  /// One training batch: the forward and the adjoint solve's times.
-  std::pair<SolveTime, SolveTime> run() {
-    optimizer_->zero_grad();
-    torch::nn::functional::cross_entropy(model_->forward(images_), labels_).backward();
+  /// One training batch: the forward and the adjoint solve's times, and the wall time of its
+  /// phases as `weft train` times them (forward; loss and backward; zero_grad and step).
+  struct Batch {
+    SolveTime forward, adjoint;
+    std::array<double, 3> phases{};
+    double allocated_after_forward = 0;  ///< allocated_bytes() at the forward's end
+  };
+  Batch run() {
+    Batch b;
+    const double t0 = now();
+    const Tensor logits = recurrent_ ? recurrent_->forward(images_) : model_->forward(images_);
+    const double t1 = now();
+    b.allocated_after_forward = allocated_bytes();
+    const double t1_end = now();  // the count is not the model's time
+    torch::nn::functional::cross_entropy(logits, labels_).backward();
+    const double t2 = now();
     optimizer_->step();
-    const nn::BatchStatistics& s = model_->statistics();
+    optimizer_->zero_grad();
+    b.phases = {t1 - t0, t2 - t1_end, now() - t2};
     auto time = [](const mgrit::Statistics& st) {
       return SolveTime{st.step_seconds_per_level, std::max(0.0, st.other_seconds())};
     };
-    return {time(s.forward.statistics), time(s.backward.statistics)};
+    const mgrit::Statistics& f = recurrent_
+                                     ? recurrent_->recurrent()->statistics().forward.statistics
+                                     : model_->statistics().forward.statistics;
+    const mgrit::Statistics& a = recurrent_
+                                     ? recurrent_->recurrent()->statistics().backward.statistics
+                                     : model_->statistics().backward.statistics;
+    b.forward = time(f);
+    b.adjoint = time(a);
+    return b;
   }
 
  private:
   nn::LayerParallel model_{nullptr};
+  models::SequenceClassifier recurrent_{nullptr};
+  std::shared_ptr<torch::nn::Module> module_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   Tensor images_, labels_;
 };
@@ -390,6 +464,16 @@ void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const InSituBatch::Solv
   };
   m.forward_in_situ = factors(forward, pf);
   m.adjoint_in_situ = factors(adjoint, pa);
+}
+
+/// The per-rank fixed costs of `m` (MeasuredCosts::fixed_forward, ...): the one-rank batch's
+/// phases less the same phases predicted at one rank, where every event is the rank's own work.
+void set_fixed(const TrainConfig& c, MeasuredCosts& m, const std::array<double, 3>& phases) {
+  m.fixed_forward = m.fixed_backward = m.fixed_optimizer = 0;
+  const Prediction one = predict_batch(c, m, LinkCosts{}, 1);
+  m.fixed_forward = std::max(0.0, phases[0] - one.forward_seconds);
+  m.fixed_backward = std::max(0.0, phases[1] - one.backward_seconds);
+  m.fixed_optimizer = std::max(0.0, phases[2] - one.optimizer_seconds);
 }
 
 MeasuredCosts measure_pass(const TrainConfig& c, int repeats) {
@@ -554,12 +638,15 @@ MeasuredCosts median_over(const std::vector<MeasuredCosts>& passes) {
     for (size_t k = 0; k < (m.*f).size(); ++k) each([&](auto& q) -> auto& { return (q.*f)[k]; });
   for (double MeasuredCosts::*f :
        {&MeasuredCosts::open_forward, &MeasuredCosts::open_backward, &MeasuredCosts::close,
-        &MeasuredCosts::optimizer, &MeasuredCosts::serial_batch})
+        &MeasuredCosts::optimizer, &MeasuredCosts::serial_batch, &MeasuredCosts::fixed_forward,
+        &MeasuredCosts::fixed_backward, &MeasuredCosts::fixed_optimizer,
+        &MeasuredCosts::model_bytes})
     each([&](auto& q) -> auto& { return q.*f; });
   using PerPoint = std::vector<double> SpatialCosts::*;
   for (size_t d = 0; d < m.spatial.size(); ++d)
-    for (PerPoint f : {&SpatialCosts::forward, &SpatialCosts::adjoint_build, &SpatialCosts::axpy,
-                       &SpatialCosts::restriction, &SpatialCosts::interpolation})
+    for (PerPoint f :
+         {&SpatialCosts::forward, &SpatialCosts::adjoint_build, &SpatialCosts::adjoint_reuse,
+          &SpatialCosts::axpy, &SpatialCosts::restriction, &SpatialCosts::interpolation})
       for (size_t k = 0; k < (m.spatial[d].*f).size(); ++k)
         each([&](auto& q) -> auto& { return (q.spatial[d].*f)[k]; });
   return m;
@@ -571,20 +658,23 @@ MeasuredCosts median_over(const std::vector<MeasuredCosts>& passes) {
 MeasuredCosts measure(const TrainConfig& c, int passes) {
   constexpr int kBurst = 3, kMinPasses = 3;
   constexpr double kBudget = 20.0;
+  const double process = resident_bytes();
   std::vector<MeasuredCosts> all;
   const double start = now();
   std::unique_ptr<InSituBatch> in_situ;
-  const bool recurrent = c.model.kind == "gru" || c.model.kind == "lstm";
+  double before_model = 0;
   while (static_cast<int>(all.size()) < passes) {
     all.push_back(measure_pass(c, kBurst));  // the first pass also checks the model (flag names)
-    if (!recurrent && !in_situ) {
+    if (!in_situ) {
+      before_model = allocated_bytes();
       in_situ = std::make_unique<InSituBatch>(c);
-      in_situ->run();  // warm-up
+      in_situ->run();  // warm-up (creates the optimizer's state)
     }
-    if (in_situ) {
-      const auto [forward, adjoint] = in_situ->run();
-      set_in_situ(c, all.back(), forward, adjoint);
-    }
+    const InSituBatch::Batch b = in_situ->run();
+    set_in_situ(c, all.back(), b.forward, b.adjoint);
+    set_fixed(c, all.back(), b.phases);
+    all.back().process_bytes = process;
+    all.back().model_bytes = std::max(0.0, b.allocated_after_forward - before_model);
     if (static_cast<int>(all.size()) >= kMinPasses && now() - start > kBudget) break;
   }
   return median_over(all);

@@ -62,11 +62,21 @@ double step_seconds(const MeasuredCosts& m, const Event& e, bool cache_graphs, b
   const bool forward = e.direction == mgrit::Direction::Forward;
   const index_t a = forward ? e.from : e.to, b = forward ? e.to : e.from;
   const bool fine = b == a + 1;
+  // A coarse adjoint step of one segment keeps its graph from its first visit in the batch
+  // (BatchSolve, cache_graphs); one across a transition rebuilds it every time.
+  bool one_segment = true;
+  if (b > a + 1)
+    for (index_t n = a; n < b; ++n)
+      if (m.transition[static_cast<size_t>(n)]) one_segment = false;
+  const bool kept = !forward && !fine && cache_graphs && e.visit > 0 && one_segment;
   auto layer_cost = [&](index_t n) {
     const auto k = static_cast<size_t>(n);
-    if (coarse) return forward ? coarse->forward[k] : coarse->adjoint_build[k];
+    if (coarse)
+      return forward ? coarse->forward[k]
+             : kept  ? coarse->adjoint_reuse[k]
+                     : coarse->adjoint_build[k];
     if (forward) return e.done && e.level == 0 ? m.forward_record[k] : m.forward[k];
-    if (!fine) return m.adjoint_build[k];
+    if (!fine) return kept ? m.adjoint_reuse[k] : m.adjoint_build[k];
     if (e.done && e.level == 0) return m.adjoint_final[k];
     return cache_graphs ? m.adjoint_reuse[k] : m.adjoint_build[k];
   };
@@ -169,20 +179,24 @@ mgrit::Schedule recurrent_schedule(const TrainConfig& c, const MeasuredCosts& m,
   const auto [fwd, bwd] = solver_options(c, m, ranks);
   const std::size_t state = m.state_bytes.front();
   mgrit::Schedule s(static_cast<size_t>(ranks));
+  for (auto& ev : s) ev.push_back(compute(m.fixed_forward));
   mgrit::append(s, solve_schedule(m, fwd, ranks), 0);
   exchange_boundary(s, m, ranks);
   for (auto& ev : s) {
     ev.push_back(reduction(state));  // the final state broadcast from the last rank
   }
   mark_phase(s, ends, 0);
-  for (auto& ev : s) ev.push_back(compute(m.close));  // head, loss and backward, every rank
+  for (auto& ev : s) {
+    ev.push_back(compute(m.fixed_backward));
+    ev.push_back(compute(m.close));  // head, loss and backward, every rank
+  }
   mgrit::append(s, solve_schedule(m, bwd, ranks), kAdjointTags);
   for (auto& ev : s) {
     ev.push_back(reduction(state));  // the initial state's gradient broadcast from rank 0
     ev.push_back(reduction(static_cast<std::size_t>(m.gradient_bytes)));  // fused all-reduce
   }
   mark_phase(s, ends, 1);
-  for (auto& ev : s) ev.push_back(compute(m.optimizer));
+  for (auto& ev : s) ev.push_back(compute(m.fixed_optimizer + m.optimizer));
   return s;
 }
 
@@ -196,10 +210,12 @@ mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int
   const auto last = static_cast<size_t>(ranks - 1);
 
   mgrit::Schedule s(static_cast<size_t>(ranks));
+  for (auto& ev : s) ev.push_back(compute(m.fixed_forward));
   s[0].push_back(compute(m.open_forward));
   mgrit::append(s, solve_schedule(m, fwd, ranks), 0);
   exchange_boundary(s, m, ranks);
   mark_phase(s, phase_ends, 0);
+  for (auto& ev : s) ev.push_back(compute(m.fixed_backward));
   // Close, loss and its gradient on the output rank; the loss value and λ_N's health shared.
   s[last].push_back(compute(m.close));
   for (auto& ev : s) {
@@ -218,7 +234,8 @@ mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int
     double mine = std::accumulate(m.parameters.begin() + lo, m.parameters.begin() + hi, 0.0);
     if (r == 0) mine += m.open_parameters;
     if (r == ranks - 1) mine += m.open_close_parameters - m.open_parameters;
-    s[static_cast<size_t>(r)].push_back(compute(total > 0 ? m.optimizer * mine / total : 0.0));
+    s[static_cast<size_t>(r)].push_back(
+        compute(m.fixed_optimizer + (total > 0 ? m.optimizer * mine / total : 0.0)));
   }
   return s;
 }
@@ -246,6 +263,16 @@ Prediction predict_batch(const TrainConfig& c, const MeasuredCosts& m, const Lin
   p.ranks = ranks;
   p.batch_seconds = t.makespan;
   p.busiest_seconds = *std::max_element(t.busy.begin(), t.busy.end());
+  // The most layers on one rank (the blocks of nn/placement.hpp) as a share of the model.
+  const index_t points = m.layers + 1;
+  index_t most = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const index_t lo = layer_begin(points, ranks, r),
+                  hi = r + 1 < ranks ? layer_begin(points, ranks, r + 1) : m.layers;
+    most = std::max(most, hi - lo);
+  }
+  p.memory_bytes = m.process_bytes + m.model_bytes * static_cast<double>(most) /
+                                         static_cast<double>(std::max<index_t>(1, m.layers));
   const double forward_end = until(0), backward_end = until(1);
   p.forward_seconds = forward_end;
   p.backward_seconds = backward_end - forward_end;

@@ -19,6 +19,7 @@
 
 #include "predict.hpp"
 #include "train_command.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -31,10 +32,9 @@ using json = nlohmann::json;
 // --bandwidth-gbs replace them, a run on 2 or more ranks measures them.
 constexpr double kDefaultLatency = 2e-6;
 constexpr double kDefaultBandwidth = 5e9;
+constexpr double kMiB = 1024.0 * 1024.0;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 
 /// A barrier that sleeps between polls.
 void quiet_barrier(MPI_Comm comm) {
@@ -125,6 +125,7 @@ json costs_json(const MeasuredCosts& m) {
                        {"state_bytes", sc.state_bytes},
                        {"forward_ms", ms(sc.forward)},
                        {"adjoint_build_ms", ms(sc.adjoint_build)},
+                       {"adjoint_reuse_ms", ms(sc.adjoint_reuse)},
                        {"axpy_ms", ms(sc.axpy)},
                        {"restriction_ms", ms(sc.restriction)},
                        {"interpolation_ms", ms(sc.interpolation)}});
@@ -144,6 +145,11 @@ json costs_json(const MeasuredCosts& m) {
           {"close_ms", 1e3 * m.close},
           {"optimizer_ms", 1e3 * m.optimizer},
           {"state_bytes", m.state_bytes},
+          {"process_mib", m.process_bytes / kMiB},
+          {"model_mib", m.model_bytes / kMiB},
+          {"fixed_forward_ms", 1e3 * m.fixed_forward},
+          {"fixed_backward_ms", 1e3 * m.fixed_backward},
+          {"fixed_optimizer_ms", 1e3 * m.fixed_optimizer},
           {"forward_in_situ_per_level", m.forward_in_situ},
           {"adjoint_in_situ_per_level", m.adjoint_in_situ}};
 }
@@ -163,6 +169,7 @@ MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_
     for (size_t k = 0; k <= n; ++k) v[k] = from[std::min(k, last + 1)];
   };
   out.layers = layers;
+  out.model_bytes = m.model_bytes * static_cast<double>(layers) / static_cast<double>(m.layers);
   per_layer(out.transition, m.transition);
   per_layer(out.forward, m.forward);
   per_layer(out.forward_record, m.forward_record);
@@ -177,6 +184,7 @@ MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_
     per_point(out.spatial[d].state_bytes, m.spatial[d].state_bytes);
     per_layer(out.spatial[d].forward, m.spatial[d].forward);
     per_layer(out.spatial[d].adjoint_build, m.spatial[d].adjoint_build);
+    per_layer(out.spatial[d].adjoint_reuse, m.spatial[d].adjoint_reuse);
     per_point(out.spatial[d].axpy, m.spatial[d].axpy);
     per_point(out.spatial[d].restriction, m.spatial[d].restriction);
     per_point(out.spatial[d].interpolation, m.spatial[d].interpolation);
@@ -203,8 +211,8 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
       m.threads == 1 ? "" : "s");
   std::printf("messages: latency %.2f us, bandwidth %.2f GB/s (%s)\n", 1e6 * link.latency,
               1e-9 * link.bandwidth, link.source.c_str());
-  std::printf("%8s  %8s  %12s  %14s  %22s\n", "ranks", "layers", "batch ms", "weak efficiency",
-              "1-rank exact mode ms");
+  std::printf("%8s  %8s  %12s  %14s  %22s  %14s\n", "ranks", "layers", "batch ms",
+              "weak efficiency", "1-rank exact mode ms", "MiB per rank");
   json list = json::array();
   double first = 0;
   for (int r : counts) {
@@ -214,8 +222,8 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
     const Prediction one = predict_batch(exact, mr, link, 1);
     if (first == 0) first = q.batch_seconds;
     const double efficiency = first / q.batch_seconds;
-    std::printf("%8d  %8lld  %12.3f  %14.3f  %22.3f\n", r, static_cast<long long>(layers),
-                1e3 * q.batch_seconds, efficiency, 1e3 * one.batch_seconds);
+    std::printf("%8d  %8lld  %12.3f  %14.3f  %22.3f  %14.1f\n", r, static_cast<long long>(layers),
+                1e3 * q.batch_seconds, efficiency, 1e3 * one.batch_seconds, q.memory_bytes / kMiB);
     list.push_back({{"ranks", r},
                     {"layers", layers},
                     {"batch_ms", 1e3 * q.batch_seconds},
@@ -223,7 +231,8 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
                     {"forward_ms", 1e3 * q.forward_seconds},
                     {"backward_ms", 1e3 * q.backward_seconds},
                     {"optimizer_ms", 1e3 * q.optimizer_seconds},
-                    {"exact_one_rank_ms", 1e3 * one.batch_seconds}});
+                    {"exact_one_rank_ms", 1e3 * one.batch_seconds},
+                    {"memory_per_rank_mib", q.memory_bytes / kMiB}});
   }
   std::fflush(stdout);
   if (!p.json_path.empty()) {
@@ -313,6 +322,10 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
         "priced from the isolated figures): forward %s; adjoint %s\n",
         list(m.forward_in_situ).c_str(), list(m.adjoint_in_situ).c_str());
   }
+  std::printf(
+      "per rank and batch, outside the priced events (one-rank batch less its prediction): "
+      "forward %.3f ms, backward %.3f ms, optimizer %.3f ms\n",
+      1e3 * m.fixed_forward, 1e3 * m.fixed_backward, 1e3 * m.fixed_optimizer);
   auto total = [](const std::vector<double>& v) {
     return std::accumulate(v.begin(), v.end(), 0.0);
   };
@@ -326,12 +339,17 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
         1e3 * total(m.forward), 1e3 * total(sc.adjoint_build), 1e3 * total(m.adjoint_build),
         1e3 * sc.restriction.back(), 1e3 * sc.interpolation.back());
   }
-  std::printf("%8s  %12s  %10s  %16s  %28s\n", "ranks", "batch ms", "speedup", "busiest rank ms",
-              "forward / backward / rest ms");
+  std::printf(
+      "memory per rank: the process %.1f MiB before any model, plus its share of the model's "
+      "%.1f MiB (one rank's training batch at its peak; the data set not included)\n",
+      m.process_bytes / kMiB, m.model_bytes / kMiB);
+  std::printf("%8s  %12s  %10s  %16s  %28s  %14s\n", "ranks", "batch ms", "speedup",
+              "busiest rank ms", "forward / backward / rest ms", "MiB per rank");
   for (const Prediction& q : predictions)
-    std::printf("%8d  %12.3f  %10.3f  %16.3f  %8.3f / %8.3f / %6.3f\n", q.ranks,
+    std::printf("%8d  %12.3f  %10.3f  %16.3f  %8.3f / %8.3f / %6.3f  %14.1f\n", q.ranks,
                 1e3 * q.batch_seconds, serial / q.batch_seconds, 1e3 * q.busiest_seconds,
-                1e3 * q.forward_seconds, 1e3 * q.backward_seconds, 1e3 * q.optimizer_seconds);
+                1e3 * q.forward_seconds, 1e3 * q.backward_seconds, 1e3 * q.optimizer_seconds,
+                q.memory_bytes / kMiB);
   if (break_even > 0)
     std::printf("break-even: %d ranks (the fewest listed that beat serial LibTorch)\n", break_even);
   else
@@ -347,7 +365,8 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
                       {"busiest_rank_ms", 1e3 * q.busiest_seconds},
                       {"forward_ms", 1e3 * q.forward_seconds},
                       {"backward_ms", 1e3 * q.backward_seconds},
-                      {"optimizer_ms", 1e3 * q.optimizer_seconds}});
+                      {"optimizer_ms", 1e3 * q.optimizer_seconds},
+                      {"memory_per_rank_mib", q.memory_bytes / kMiB}});
     const json out = {{"predictions", list},
                       {"serial_batch_ms", 1e3 * serial},
                       {"break_even_ranks", break_even > 0 ? json(break_even) : json(nullptr)},

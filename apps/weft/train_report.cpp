@@ -9,12 +9,12 @@
 #include <numeric>
 #include <string>
 
+#include "weft/util/clock.hpp"
+
 namespace weft::cli {
 
 namespace {
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 
 // A rank started by Open MPI's mpirun writes into a pseudo-terminal even when mpirun's own
 // output goes to a file or a pipe; then mpirun's (the parent's) standard output decides.

@@ -43,6 +43,7 @@
 #include "weft/models/stages_net.hpp"
 #include "weft/nn/checkpoint.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 #include "weft/util/trace.hpp"
@@ -52,9 +53,7 @@ namespace {
 
 using json = nlohmann::json;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using weft::clock::now;
 
 // ---------------------------------------------------------------------------------------------
 // Data

@@ -150,7 +150,13 @@ def test_a_converged_multilevel_solve_approaches_backprop(comm):
     assert abs(loss.item() - ref_loss) <= 1e-9
     for name, p in model.named_parameters():
         assert torch.allclose(p.grad, ref_grads[name], rtol=0, atol=1e-9), name
-    assert model.statistics()["forward"]["converged"]
+    stats = model.statistics()
+    assert stats["forward"]["converged"]
+    # Each coarse adjoint step's graph is built at its first visit and reused by the later
+    # iterations of the solve.
+    assert stats["backward"]["iterations"] > 1
+    assert stats["coarse_graphs_reused"] >= stats["coarse_graphs_built"]
+    assert comm.allreduce(stats["coarse_graphs_reused"]) > 0
 
 
 def test_without_loss_the_output_rank_backpropagates_its_own_loss(comm):

@@ -129,6 +129,9 @@ Schedule record_schedule(index_t intervals, Options options, int ranks, const St
     Solver<RecordingApp, RecordingTransport> solver(app, RecordingTransport(r, ranks, &log), grid,
                                                     options);
     solver.solve();
+    std::map<std::tuple<int, index_t, index_t>, int> seen;
+    for (Event& e : log)
+      if (e.kind == Event::Kind::Step) e.visit = seen[{e.level, e.from, e.to}]++;
   }
   return schedule;
 }

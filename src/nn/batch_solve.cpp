@@ -185,16 +185,16 @@ void AdjointApp::step(const Tensor& in, Tensor& out, double, double,
   const auto k = static_cast<size_t>(a - s.bank_.begin());
   const bool fine = b == a + 1 && d == 0;
   const bool final_fine = info.done && info.level == 0 && fine;
-  const bool cache = s.options_.cache_graphs() && fine;
+  const bool cache = s.options_.cache_graphs();
   Graph scratch;
-  Graph& g = cache ? s.graphs_[k] : scratch;
-  if (g.defined()) ++s.stats_.graphs_reused;
+  Graph& g = !cache ? scratch : fine ? s.graphs_[k] : s.coarse_graphs_[{info.level, a, b}];
+  if (g.defined()) ++(fine ? s.stats_.graphs_reused : s.stats_.coarse_graphs_reused);
   bool built = false;
   std::vector<Tensor> param_grads;
   out = s.evaluator_.vjp(a, b, *x, in, g, /*retain_graph=*/cache && !final_fine,
                          final_fine ? &s.bank_.layer_params()[k] : nullptr,
                          final_fine ? &param_grads : nullptr, &built, d);
-  if (built && fine) ++s.stats_.graphs_built;
+  if (built) ++(fine ? s.stats_.graphs_built : s.stats_.coarse_graphs_built);
   if (final_fine || !cache) g = Graph();  // the final sweep is each graph's last use
   if (final_fine) {
     auto& acc = s.grad_acc_[k];
@@ -229,9 +229,8 @@ BatchSolve::BatchSolve(MPI_Comm comm, const Chain& chain, const Placement& place
   hi_ = placement.point_begin(rank_ + 1);
 }
 
-void BatchSolve::configure(const LayerParallelOptions& options, const Placement& placement) {
+void BatchSolve::configure(const LayerParallelOptions& options) {
   options_ = options;
-  placement_ = placement;
   evaluator_.scale_kernels(options.spatial_scale_kernels());
   reset();
 }
@@ -240,6 +239,7 @@ void BatchSolve::reset() {
   asolver_.reset();
   fsolver_.reset();
   graphs_.clear();
+  coarse_graphs_.clear();
   boundary_ = Tensor();
   staging_ = Tensor();
   input_shape_.clear();
@@ -550,11 +550,14 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
   stats_.backward.evaluations.clear();
   evaluator_.count_into(&stats_.backward.evaluations);
   coarse_x_.clear();
+  coarse_graphs_.clear();
+  stats_.coarse_graphs_built = stats_.coarse_graphs_reused = 0;
   try {
     stats_.backward.result = asolver_->solve();
   } catch (...) {
     evaluator_.count_into(nullptr);
     coarse_x_.clear();
+    coarse_graphs_.clear();
     lambda_N_ = Tensor();
     graphs_.assign(graphs_.size(), Graph());
     throw;
@@ -562,6 +565,7 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
   evaluator_.count_into(nullptr);
   stats_.backward.statistics = asolver_->statistics();
   coarse_x_.clear();
+  coarse_graphs_.clear();
   lambda_N_ = Tensor();
   graphs_.assign(graphs_.size(), Graph());
   stats_.reduce_buckets = sync_.buckets();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -77,7 +78,8 @@ class BatchSolve {
              LayerEvaluator& evaluator, GradientSync& sync, BatchStatistics& stats);
 
   /// New options (solvers rebuilt at the next forward).
-  void configure(const LayerParallelOptions& options, const Placement& placement);
+  /// New options, with the placement (the owner's, given at construction) already updated.
+  void configure(const LayerParallelOptions& options);
   /// Drops the solvers and everything stored (device changes, failures).
   void reset();
   bool ready() const { return fsolver_ && asolver_; }
@@ -121,7 +123,7 @@ class BatchSolve {
   MPI_Comm comm_;
   int rank_ = 0, ranks_ = 1;
   const Chain& chain_;
-  Placement placement_;
+  const Placement& placement_;  ///< the owner's (Core's)
   LayerBank& bank_;
   LayerEvaluator& evaluator_;
   GradientSync& sync_;
@@ -155,6 +157,9 @@ class BatchSolve {
   torch::Tensor boundary_;  ///< x_{lo-1} (ranks > 0, after a forward that needs backward)
   std::vector<char> boundary_in_, boundary_out_;
   std::vector<Graph> graphs_;  ///< per local layer
+  /// The adjoint's coarse steps (level, to, from) of this batch: each linearizes at the same
+  /// forward state in every iteration, so its graph is built at its first visit and reused.
+  std::map<std::tuple<int, std::int64_t, std::int64_t>, Graph> coarse_graphs_;
   std::vector<std::vector<torch::Tensor>> grad_acc_;
   mutable torch::Tensor staging_;
 };

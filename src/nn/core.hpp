@@ -17,6 +17,7 @@
 #include "layer_evaluator.hpp"
 #include "placement.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace weft::nn::detail {
@@ -47,6 +48,6 @@ struct Core {
   std::int64_t batch_index = 0;  ///< training-mode forwards (random streams)
 };
 
-double now();
+using weft::clock::now;  // the timers of the batch statistics
 
 }  // namespace weft::nn::detail

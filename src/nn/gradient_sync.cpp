@@ -3,6 +3,7 @@
 #include <chrono>
 #include <string>
 
+#include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 #include "weft/util/trace.hpp"
@@ -22,10 +23,6 @@ MPI_Datatype mpi_type(torch::Dtype dtype) {
       throw InvalidOption(std::string("data-parallel gradients: dtype ") + c10::toString(dtype) +
                           " is not supported (float32 or float64)");
   }
-}
-
-double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 /// The gradients of one layer as one flat CPU vector (zeros where undefined).
@@ -90,7 +87,7 @@ void GradientSync::layer_done(size_t k, std::vector<Tensor>& grads) {
 
 double GradientSync::finish(std::vector<std::vector<Tensor>>& grads) {
   if (!active_) return 0.0;
-  const double t = seconds();
+  const double t = clock::now();
   for (Bucket& b : buckets_)
     if (b.pending != 0)
       throw MpiError("data-parallel gradients: " + std::to_string(b.pending) +
@@ -109,7 +106,7 @@ double GradientSync::finish(std::vector<std::vector<Tensor>>& grads) {
   for (Bucket& b : buckets_)
     if (b.request != MPI_REQUEST_NULL)
       mpi::check(MPI_Wait(&b.request, MPI_STATUS_IGNORE), "MPI_Wait (gradients)");
-  const double waited = seconds() - t;
+  const double waited = clock::now() - t;
   torch::NoGradGuard no_grad;
   for (Bucket& b : buckets_) {
     if (!b.flat.defined()) continue;

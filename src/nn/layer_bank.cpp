@@ -87,7 +87,7 @@ LayerBank::LayerBank(torch::nn::Module& owner, std::vector<Stage> stages, const 
     device_ = p.device();
     break;
   }
-  replan(placement);
+  replan();
 }
 
 Layer LayerBank::build(std::int64_t n, const char* what) const {
@@ -132,10 +132,9 @@ bool LayerBank::has_buffers(std::int64_t n) const {
   return it != ghosts_.end() && !it->second.ptr()->buffers().empty();
 }
 
-void LayerBank::replan(const Placement& placement) {
-  placement_ = placement;
+void LayerBank::replan() {
   std::map<std::int64_t, Layer> kept;
-  for (std::int64_t n : placement.ghosts()) {
+  for (std::int64_t n : placement_.ghosts()) {
     auto it = ghosts_.find(n);
     kept[n] = it != ghosts_.end() ? std::move(it->second) : build(n, "ghost copy of");
   }

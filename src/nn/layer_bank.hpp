@@ -3,6 +3,7 @@
 // under their sequential names), the open and close layers on the input and output ranks, ghost
 // copies of the remote layers its coarse steps need (parameters and buffers refreshed every
 // batch), and shape probes (copies of transitions, to find each stage's state shape).
+#include <mpi.h>
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 #include "chain.hpp"
 #include "placement.hpp"
-#include "weft/nn/layer_parallel.hpp"
+#include "weft/nn/network.hpp"
 
 namespace weft::nn::detail {
 
@@ -27,6 +28,8 @@ const char* unpack_state(torch::nn::Module& m, const char* data);
 
 class LayerBank {
  public:
+  /// `placement` is the owner's (Core's), read at construction and by replan(): it must
+  /// outlive the bank.
   LayerBank(torch::nn::Module& owner, std::vector<Stage> stages, const Chain& chain,
             LayerFactory open, LayerFactory close, const Placement& placement);
 
@@ -45,8 +48,8 @@ class LayerBank {
   bool has_buffers(std::int64_t n) const;
   bool any_buffers() const { return any_buffers_; }
 
-  /// Ghost copies for a new placement: kept where still needed, built where missing.
-  void replan(const Placement& placement);
+  /// Ghost copies after the placement changed: kept where still needed, built where missing.
+  void replan();
   /// Collective: the owners' parameters and buffers into the ghost copies; the ghosts follow
   /// the module's training mode. Returns the bytes received.
   std::int64_t exchange(MPI_Comm comm);
@@ -72,7 +75,7 @@ class LayerBank {
   torch::nn::Module& owner_;
   std::vector<Stage> stages_;
   const Chain& chain_;
-  Placement placement_;
+  const Placement& placement_;
   std::int64_t begin_ = 0, end_ = 0;
   std::vector<Layer> local_;
   Layer open_, close_;

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "spatial.hpp"
-#include "weft/nn/layer_parallel.hpp"
+#include "weft/nn/network.hpp"
 
 namespace weft::nn {
 

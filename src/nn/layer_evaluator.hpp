@@ -16,6 +16,7 @@
 
 #include "chain.hpp"
 #include "layer_bank.hpp"
+#include "weft/nn/options.hpp"
 
 namespace weft::nn::detail {
 

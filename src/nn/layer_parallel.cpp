@@ -60,7 +60,7 @@ Core::Core(torch::nn::Module& owner_module, MPI_Comm layer_comm, MPI_Comm data_c
       evaluator(bank, chain),
       sync(data.get(), opts.bucket_bytes()),
       solve(comm.get(), chain, placement, bank, evaluator, sync, stats) {
-  solve.configure(opts, placement);
+  solve.configure(opts);
 }
 
 /// Inputs: x_0 (input rank; a zero-size placeholder elsewhere), an anchor that requires grad
@@ -303,8 +303,8 @@ void LayerParallelImpl::set_options(const LayerParallelOptions& options) {
   ++c.generation;  // a pending backward would need the old solvers
   c.placement = detail::Placement(c.chain, c.rank, c.ranks, options.forward_solver_options(),
                                   options.backward_solver_options());
-  c.bank.replan(c.placement);
-  c.solve.configure(options, c.placement);
+  c.bank.replan();
+  c.solve.configure(options);
   c.sync = detail::GradientSync(c.data.get(), options.bucket_bytes());
 }
 

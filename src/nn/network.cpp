@@ -12,6 +12,7 @@
 #include "core.hpp"
 #include "tags.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 #include "weft/util/trace.hpp"
@@ -64,10 +65,6 @@ std::int64_t Network::layers() const {
 }
 
 namespace detail {
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 Chain chain_of(const std::vector<Stage>& stages) {
   std::vector<StageSpan> spans;

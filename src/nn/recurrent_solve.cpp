@@ -12,6 +12,7 @@
 #include "gradient_sync.hpp"
 #include "tags.hpp"
 #include "weft/mgrit/step_map.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -20,9 +21,6 @@ namespace weft::nn::detail {
 using torch::Tensor;
 
 namespace {
-double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 std::int64_t point_of(double t) {
   return static_cast<std::int64_t>(std::llround(t));
 }
@@ -336,7 +334,7 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
                                                 const std::vector<Tensor>& params,
                                                 bool output_sequence, bool needs_backward,
                                                 bool input_grad, bool distributed) {
-  const double t0 = seconds();
+  const double t0 = clock::now();
   torch::NoGradGuard no_grad;
   distributed_ = distributed;
   x_ = x.detach();
@@ -374,7 +372,7 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
     x_ = Tensor();
     s0_.clear();
   }
-  stats_.forward.seconds = seconds() - t0;
+  stats_.forward.seconds = clock::now() - t0;
   return result;
 }
 
@@ -433,7 +431,7 @@ TensorTuple RecurrentSolve::broadcast(TensorTuple u, int root) const {
 
 RecurrentSolve::Backward RecurrentSolve::backward(const TensorTuple& final_state,
                                                   const Tensor& output, bool input_grad) {
-  const double t0 = seconds();
+  const double t0 = clock::now();
   if (!x_.defined() || !fsolver_)
     throw InvalidOption("recurrent network (" + mpi::where(comm_) +
                         "): backward without a forward that kept its states");
@@ -479,14 +477,14 @@ RecurrentSolve::Backward RecurrentSolve::backward(const TensorTuple& final_state
   result.initial_state =
       broadcast(rank_ == 0 ? detached_clone(*asolver_->state(0)) : zeros_like(zero_), 0);
   if (input_grad) result.input = distributed_ ? input_grad_local_ : gather_steps(input_grad_local_);
-  const double t_reduce = seconds();
+  const double t_reduce = clock::now();
   GradientSync(comm_, 1).sum_now(param_grads_);
-  stats_.reduce_seconds = seconds() - t_reduce;
+  stats_.reduce_seconds = clock::now() - t_reduce;
   result.params = std::move(param_grads_);
   param_grads_.clear();
   input_grad_local_ = Tensor();
   release();
-  stats_.backward.seconds = seconds() - t0;
+  stats_.backward.seconds = clock::now() - t0;
   return result;
 }
 

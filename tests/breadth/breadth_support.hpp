@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "expect.hpp"
 #include "weft/mgrit/solver.hpp"
 
 namespace weft::mgrit::breadth {
@@ -96,13 +97,14 @@ Solution sequential(Make make, const TimeGrid& grid) {
 inline void expect_same_history(const Result& a, const Result& b, double rel, double floor = 0.0) {
   ASSERT_EQ(a.iterations, b.iterations);
   ASSERT_EQ(a.residuals.size(), b.residuals.size());
+  std::vector<double> x, y;  // the residuals both histories computed
   for (std::size_t k = 0; k < a.residuals.size(); ++k) {
     ASSERT_EQ(a.residuals[k].has_value(), b.residuals[k].has_value()) << "k=" << k;
     if (!a.residuals[k]) continue;
-    const double x = *a.residuals[k], y = *b.residuals[k];
-    EXPECT_LE(std::abs(x - y), rel * std::max(std::abs(y), floor))
-        << "k=" << k << ": " << x << " vs " << y;
+    x.push_back(*a.residuals[k]);
+    y.push_back(*b.residuals[k]);
   }
+  weft::test_support::expect_same_sequence(x, y, rel, floor, "residual history");
 }
 
 /// The geometric mean of the measured convergence factors r_k/r_{k-1}.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "breadth_support.hpp"
+#include "expect.hpp"
 #include "weft/mgrit/gradient.hpp"
 #include "weft/mgrit/problems/dahlquist_levels.hpp"
 #include "weft/mgrit/problems/heat1d_spacetime.hpp"
@@ -40,11 +41,7 @@ std::vector<Config> configs(double tol) {
   };
 }
 
-void expect_relative(double value, double exact, double rel, const std::string& what) {
-  EXPECT_LE(std::abs(value - exact), rel * std::abs(exact))
-      << what << ": " << value << " vs exact " << exact << " (relative "
-      << std::abs(value - exact) / std::abs(exact) << ")";
-}
+using weft::test_support::expect_relative;
 
 // ---------------------------------------------------------------------------------------------
 // Dahlquist: u_N = a^N with a = 1/(1 - lambda h) (backward Euler), J = a^{2N}/2,

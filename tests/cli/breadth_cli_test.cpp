@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
+#include "expect.hpp"
 
 namespace {
 
@@ -46,12 +47,9 @@ void expect_converged(const json& j, double tol, const std::string& what) {
 
 // The same residual history, relative `rel` per iteration.
 void expect_same_history(const json& a, const json& b, double rel, const std::string& what) {
-  const auto ra = residuals(a), rb = residuals(b);
-  ASSERT_EQ(ra.size(), rb.size()) << what << ": " << a["residuals"].dump() << " vs "
-                                  << b["residuals"].dump();
-  for (std::size_t k = 0; k < ra.size(); ++k)
-    EXPECT_LE(std::abs(ra[k] - rb[k]), rel * std::abs(rb[k]))
-        << what << " iteration " << k << ": " << ra[k] << " vs " << rb[k];
+  weft::test_support::expect_same_sequence(
+      residuals(a), residuals(b), rel, 0.0,
+      what + ": " + a["residuals"].dump() + " vs " + b["residuals"].dump());
 }
 
 // Two CSV solutions agree to `tol` absolute, row by row.

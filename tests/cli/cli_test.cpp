@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
+#include "expect.hpp"
 
 namespace {
 
@@ -30,10 +31,7 @@ using weft::cli_test::slurp;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
 
-void expect_close(double actual, double expected, double rel, const std::string& what) {
-  EXPECT_LE(std::abs(actual - expected), rel * std::abs(expected))
-      << what << ": " << actual << " vs " << expected;
-}
+using weft::test_support::expect_relative;
 
 void expect_residuals(const json& j, const std::vector<double>& ref, const std::string& what) {
   ASSERT_TRUE(j.contains("residuals")) << what;
@@ -41,7 +39,7 @@ void expect_residuals(const json& j, const std::vector<double>& ref, const std::
   ASSERT_EQ(r.size(), ref.size()) << what << ": " << r.dump();
   for (std::size_t k = 0; k < ref.size(); ++k) {
     ASSERT_TRUE(r[k].is_number()) << what << " iteration " << k;
-    expect_close(r[k].get<double>(), ref[k], 1e-12, what + " iteration " + std::to_string(k));
+    expect_relative(r[k].get<double>(), ref[k], 1e-12, what + " iteration " + std::to_string(k));
   }
 }
 

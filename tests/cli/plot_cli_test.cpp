@@ -1,7 +1,7 @@
 // `weft plot` end to end: pictures from the small inputs in plot_inputs/ (real `weft mgrit
-// --json` summaries, metrics lines in the `weft train --metrics` format, a `weft predict --json`
-// file, a 2-rank `weft train --trace` file), checked to be PNG (or SVG) files with a picture in
-// them; bad inputs give one line and exit code 2.
+// --json` summaries, metrics lines in the `weft train --metrics` format, `weft predict --json`
+// files (strong and --weak), a 2-rank `weft train --trace` file), checked to be PNG (or SVG) files
+// with a picture in them; bad inputs give one line and exit code 2.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -85,6 +85,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "timing.png"},
         Picture{"scaling " + input("predict.json"), "scaling.png"},
         Picture{"scaling " + input("predict.json") + " --title 'a title'", "scaling.svg"},
+        Picture{"scaling " + input("predict_weak.json"), "scaling_weak.png"},
         Picture{"timeline " + input("trace_2ranks.json"), "timeline.png"}),
     picture_name);
 
@@ -134,6 +135,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadPlot{"convergence " + input("malformed.jsonl") + " -o x.png", "not valid JSON"},
         BadPlot{"scaling " + input("no_predictions.json") + " -o x.png", "\"predictions\""},
         BadPlot{"scaling " + input("missing.json") + " -o x.png", "cannot read it"},
+        BadPlot{"scaling " + input("predict_weak.json") + " " + input("predict.json") + " -o x.png",
+                "strong and weak scaling files mixed"},
         BadPlot{"training " + input("exact_2ranks.jsonl") + " -o x.jpg", "option --output"},
         BadPlot{"training " + input("exact_2ranks.jsonl") + " -o no/such/dir/x.png",
                 "option --output"},

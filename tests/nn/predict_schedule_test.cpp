@@ -335,6 +335,27 @@ TEST(PredictSchedule, ExactModeBatchIsItsHandComputedCriticalPath) {
   const double busy0 = 0.5 + sum(a, 0, 3) + sum(b, 0, 3) + 0.7 + 0.8 * 35 / 80;
   const double busy1 = sum(a, 3, 6) + 0.3 + sum(b, 3, 6) + 0.8 * 45 / 80;
   EXPECT_NEAR(two.busiest_seconds, std::max(busy0, busy1), 1e-12);
+
+  // Per-rank fixed costs (the one-rank batch's time outside the priced events): every rank
+  // pays them at the start of their phase.
+  m.fixed_forward = 0.05;
+  m.fixed_backward = 0.07;
+  m.fixed_optimizer = 0.09;
+  const auto one_fixed = weft::cli::predict_batch(c, m, link, 1);
+  EXPECT_NEAR(one_fixed.forward_seconds, fwd1 + 0.05, 1e-12);
+  EXPECT_NEAR(one_fixed.backward_seconds, bwd1 + 0.07, 1e-12);
+  EXPECT_NEAR(one_fixed.batch_seconds, fwd1 + bwd1 + 0.8 + 0.05 + 0.07 + 0.09, 1e-12);
+  // Two ranks: rank 1's fixed forward work overlaps rank 0's steps, so the forward ends 0.05
+  // later (rank 0's); the backward's fixed work comes after the forward on both ranks, before
+  // close on rank 1, so it delays the adjoint chain once; the optimizer's on each rank.
+  const auto two_fixed = weft::cli::predict_batch(c, m, link, 2);
+  EXPECT_NEAR(two_fixed.forward_seconds, forward_end + 0.05, 1e-12);
+  EXPECT_NEAR(two_fixed.backward_seconds, rank0_adjoint - forward_end + 0.07, 1e-12);
+  EXPECT_NEAR(
+      two_fixed.batch_seconds,
+      std::max(rank0_adjoint + 0.8 * 35 / 80, rank1_adjoint + 0.8 * 45 / 80) + 0.05 + 0.07 + 0.09,
+      1e-12);
+  EXPECT_NEAR(two_fixed.busiest_seconds, std::max(busy0, busy1) + 0.05 + 0.07 + 0.09, 1e-12);
 }
 
 }  // namespace

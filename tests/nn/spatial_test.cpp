@@ -337,6 +337,49 @@ TEST(SpatialCoarsening, ChangesTheIteratesOfBothSolvesBeforeConvergence) {
   }
 }
 
+TEST(CoarseAdjointGraphs, AreBuiltOncePerBatchAndGiveTheGradientsOfRebuildingThem) {
+  // Three adjoint iterations visit every coarse step several times: with cache_graphs each
+  // coarse step's graph is built at its first visit and reused, and outputs and gradients are
+  // those of rebuilding it at every visit (the same operations on the same values), for levels
+  // coarsened in space and for plain coarse levels.
+  const Shape s{2, 8, {8}, {2}};
+  const Tensor x = input_of(s, 2);
+  const Tensor labels = torch::tensor({1, 2}, torch::kInt64);
+  auto ce = [&](const Tensor& logits) {
+    return torch::nn::functional::cross_entropy(logits, labels);
+  };
+  for (const std::vector<int>& spatial : {std::vector<int>{0, 1, 1}, std::vector<int>{0, 0, 0}}) {
+    auto options = [&](bool cache) {
+      LayerParallelOptions o = LayerParallelOptions::multilevel(3, 2, 2, 3);
+      o.spatial_levels(spatial);
+      return o.cache_graphs(cache);
+    };
+    LayerParallel kept(MPI_COMM_WORLD, make_network(s), options(true));
+    LayerParallel rebuilt(MPI_COMM_WORLD, make_network(s), options(false));
+    const Tensor a = kept->forward(x);
+    kept->loss(a, ce).backward();
+    const Tensor b = rebuilt->forward(x);
+    rebuilt->loss(b, ce).backward();
+    const std::string what = spatial[1] ? "coarse in space" : "plain coarse levels";
+    EXPECT_EQ(allreduce_max(kept->owns_output() ? rel(a, b) : 0.0), 0.0) << what;
+    double grads = 0;
+    const auto ref = rebuilt->named_parameters();
+    for (const auto& p : kept->named_parameters())
+      if (const Tensor* r = ref.find(p.key()))
+        grads = std::max(grads, rel(p.value().grad(), r->grad()));
+    EXPECT_LE(allreduce_max(grads), 1e-15) << what;
+    const auto& k = kept->statistics();
+    const auto& r = rebuilt->statistics();
+    const double built = static_cast<double>(k.coarse_graphs_built);
+    const double visits = static_cast<double>(r.coarse_graphs_built);
+    EXPECT_EQ(r.coarse_graphs_reused, 0) << what;
+    // Every visit either builds or reuses; at 3 iterations most visits reuse.
+    EXPECT_EQ(k.coarse_graphs_built + k.coarse_graphs_reused, r.coarse_graphs_built) << what;
+    EXPECT_GT(allreduce_max(visits), 0.0) << what;
+    EXPECT_LE(allreduce_max(built / std::max(visits, 1.0)), 0.5) << what;
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // Bad input: InvalidOption on every rank, naming the problem
 

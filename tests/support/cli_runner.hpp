@@ -119,4 +119,12 @@ inline Csv read_csv(const fs::path& path) {
   return csv;
 }
 
+/// One line on stderr naming `mentions`, the exit code, and none of Open MPI's abort banner.
+inline void expect_one_line(const Outcome& r, int code, const std::string& mentions) {
+  EXPECT_EQ(r.code, code) << r.out << r.err;
+  EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << r.err;
+}
+
 }  // namespace weft::cli_test

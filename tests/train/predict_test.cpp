@@ -120,6 +120,14 @@ TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
     }
   }
   EXPECT_NE(r.out.find("in situ, per level"), std::string::npos) << r.out;
+  // The per-rank fixed costs: the one-rank batch's phases less their prediction, never negative
+  // and far below the batch (a phase timed wrongly, e.g. twice, would show here).
+  const double one_rank = j.at("predictions").at(0).at("batch_ms").get<double>();
+  for (const char* key : {"fixed_forward_ms", "fixed_backward_ms", "fixed_optimizer_ms"}) {
+    EXPECT_GE(costs.at(key).get<double>(), 0.0) << key;
+    EXPECT_LT(costs.at(key).get<double>(), one_rank) << key;
+  }
+  EXPECT_NE(r.out.find("outside the priced events"), std::string::npos) << r.out;
   EXPECT_NE(j.at("link_source").get<std::string>().find("ping-pong"), std::string::npos);
   EXPECT_GT(j.at("bandwidth_gbs").get<double>(), 0.0);
 }

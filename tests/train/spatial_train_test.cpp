@@ -13,6 +13,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using weft::cli_test::expect_one_line;
 using weft::cli_test::Outcome;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
@@ -21,13 +22,6 @@ using weft::train_test::tiny_dataset;
 using weft::train_test::train;
 
 const std::string kQuick = "train --no-progress --threads 1 --channels 2 --epochs 1 --batch 10 ";
-
-void expect_usage_error(const Outcome& r, const std::string& mentions) {
-  EXPECT_EQ(r.code, 2) << r.out << r.err;
-  EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
-  EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << r.err;
-}
 
 // The defaults a user gets with --spatial-levels relax the level above a level coarse in space
 // with FCF: iterated, the solves converge to the fine network's (F-relaxation stagnates there,
@@ -49,15 +43,15 @@ TEST_F(SpatialTrain, IteratedSolvesWithCoarseLevelsRestrictedInSpaceEqualSerialT
   expect_relative(parallel[0]["test_loss"], serial[0]["test_loss"], 1e-4, "test loss");
   // F-relaxation chosen by hand above the level coarse in space is refused.
   const Outcome r = weft(2, "train --no-progress " + args + " --fwd-nrelax 0", dir);
-  expect_usage_error(r, "option --fwd-nrelax: '0' is invalid");
+  expect_one_line(r, 2, "option --fwd-nrelax: '0' is invalid");
 }
 
 TEST(SpatialLevelsFlag, AWrongLengthOrACoarsenedFineLevelIsAUsageError) {
   const fs::path dir = work_dir();
   const std::string data = tiny_dataset(dir / "data", 8, 8).string();
   const std::string base = kQuick + "--data " + data + " --steps 4 --fwd-levels 2 --bwd-levels 2 ";
-  expect_usage_error(weft(2, base + "--spatial-levels 0,1,1", dir), "3 values for 2 levels");
-  expect_usage_error(weft(1, base + "--spatial-levels 1,1", dir), "--spatial-levels");
+  expect_one_line(weft(2, base + "--spatial-levels 0,1,1", dir), 2, "3 values for 2 levels");
+  expect_one_line(weft(1, base + "--spatial-levels 1,1", dir), 2, "--spatial-levels");
 }
 
 TEST(SpatialLevelsFlag, AStateTooSmallToCoarsenIsAUsageErrorOnEveryRank) {
@@ -69,7 +63,7 @@ TEST(SpatialLevelsFlag, AStateTooSmallToCoarsenIsAUsageErrorOnEveryRank) {
                              " --fwd-levels 3 --bwd-levels 3 --fwd-cf 2 --bwd-cf 2 --steps 8 "
                              "--spatial-levels 0,1,1",
                          dir);
-  expect_usage_error(r, "spatial size 3");
+  expect_one_line(r, 2, "spatial size 3");
 }
 
 }  // namespace

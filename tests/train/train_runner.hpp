@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
+#include "expect.hpp"
 
 namespace weft::train_test {
 
@@ -30,13 +31,7 @@ class FashionMnistTest : public ::testing::Test {
   }
 };
 
-/// One line on stderr naming `mentions`, the exit code, and none of Open MPI's abort banner.
-inline void expect_one_line(const cli_test::Outcome& r, int code, const std::string& mentions) {
-  EXPECT_EQ(r.code, code) << r.out << r.err;
-  EXPECT_EQ(r.err_lines().size(), 1u) << r.err;
-  EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("MPI_ABORT"), std::string::npos) << r.err;
-}
+using cli_test::expect_one_line;
 
 inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& path) {
   std::vector<nlohmann::json> out;
@@ -58,8 +53,6 @@ inline std::vector<nlohmann::json> train(int np, const std::string& args,
   return read_metrics(metrics);
 }
 
-inline void expect_relative(double a, double b, double rel, const std::string& what) {
-  EXPECT_LE(std::abs(a - b), rel * std::abs(b)) << what << ": " << a << " vs " << b;
-}
+using test_support::expect_relative;
 
 }  // namespace weft::train_test

@@ -33,10 +33,12 @@ struct Event {
   index_t from = 0, to = 0;                  ///< Step: user numbering (from > to in reverse);
                                              ///< Restrict, Interpolate: the state's fine point
   bool done = false;                         ///< Step: part of the final sweep (StepInfo::done)
-  int peer = -1;                             ///< Send: receiver; Recv: sender
-  int tag = 0;                               ///< Send, Recv; Reduce: 0 inside a solve; Mark: id
-  std::size_t bytes = 0;                     ///< Send, Recv; Reduce: the data reduced
-  double seconds = 0;                        ///< Compute: fixed work (open, close, optimizer)
+  int visit = 0;  ///< Step: how many earlier steps of this rank's solve had the same level,
+                  ///< from and to (record_schedule): Apps that keep per-step data price repeats
+  int peer = -1;  ///< Send: receiver; Recv: sender
+  int tag = 0;    ///< Send, Recv; Reduce: 0 inside a solve; Mark: id
+  std::size_t bytes = 0;  ///< Send, Recv; Reduce: the data reduced
+  double seconds = 0;     ///< Compute: fixed work (open, close, optimizer)
   /// Reduce: the ranks taking part, ascending (null: every rank). The k-th reduction of a group
   /// on one rank matches the k-th of the same group on the others.
   std::shared_ptr<const std::vector<int>> group;

@@ -20,7 +20,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -33,6 +32,7 @@
 #include "weft/mgrit/options.hpp"
 #include "weft/mgrit/result.hpp"
 #include "weft/mgrit/transport.hpp"
+#include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 #include "weft/util/trace.hpp"
@@ -127,11 +127,7 @@ class Solver {
     return direction_ == Direction::Forward ? "forward" : "reverse";
   }
   /// Seconds on a steady clock, or 0 when timings are off (the clocks then cost nothing).
-  double now() const {
-    if (!options_.collect_timings()) return 0.0;
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  double now() const { return options_.collect_timings() ? clock::now() : 0.0; }
 
   // --- building blocks -------------------------------------------------------------------
   void step(Level& L, int l, const State& in, State& out, index_t i, bool done, bool add_g) {

@@ -50,8 +50,11 @@ class LayerParallelOptions {
   }
   /// Keep each local layer's autograd graph y_n = F_n(x_n) between the forward solve's final
   /// sweep and the adjoint solve (and across adjoint iterations), so each layer is evaluated
-  /// with autograd at most once per batch. Memory: the activations of the local layers (as in
-  /// ordinary backprop). Off: every adjoint step recomputes F_n (one graph alive at a time).
+  /// with autograd at most once per batch; likewise each coarse adjoint step's graph, built at
+  /// its first visit in the batch and reused by later iterations (it linearizes at the same
+  /// forward state every time). Memory: the activations of the local layers (as in ordinary
+  /// backprop) plus one graph per coarse step of this rank. Off: every adjoint step recomputes
+  /// F_n (one graph alive at a time).
   LayerParallelOptions& cache_graphs(bool on) {
     cache_graphs_ = on;
     return *this;
@@ -167,8 +170,11 @@ struct BatchStatistics {
   std::int64_t graphs_recorded = 0;  ///< layer graphs recorded by the forward final sweep
   std::int64_t graphs_reused = 0;    ///< adjoint steps that reused a cached graph
   std::int64_t graphs_built = 0;     ///< adjoint steps that evaluated F_n with autograd
-  double reduce_seconds = 0;         ///< waiting for the replicas' gradient all-reduces
-  std::int64_t reduce_buckets = 0;   ///< all-reduce calls for the step layers' gradients
+  /// The adjoint's coarse steps (cache_graphs): graphs built at a step's first visit in the
+  /// batch, and visits that reused one.
+  std::int64_t coarse_graphs_built = 0, coarse_graphs_reused = 0;
+  double reduce_seconds = 0;        ///< waiting for the replicas' gradient all-reduces
+  std::int64_t reduce_buckets = 0;  ///< all-reduce calls for the step layers' gradients
   /// Memory on this rank: parameters and buffers of local layers (and of the ghost copies),
   /// stored states of both solves, and the cached layer graphs' saved activations (estimated
   /// as the bytes of their outputs).
