@@ -7,7 +7,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "weft/mgrit/schedule.hpp"
@@ -121,6 +123,35 @@ TEST(Schedule, CountsTheRealSolversStepsMessagesAndReductionsOnEveryRank) {
                          14,
                          "reverse with the adjoint's rank blocks, " + std::to_string(levels) +
                              " levels, nrelax " + std::to_string(nrelax));
+}
+
+TEST(Schedule, EachStepCountsTheEarlierVisitsOfTheSameStepOnItsRank) {
+  // 3 iterations of a 2-level reverse solve: every step (level, from, to) of a rank is numbered
+  // 0, 1, 2, ... in the order the rank takes it, so a coarse step taken once per iteration has
+  // visits 0..2 and the first visits are exactly the distinct steps.
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const Schedule s =
+      record_schedule(16,
+                      Options()
+                          .abs_tol(0)
+                          .max_levels(2)
+                          .cfactor(4)
+                          .max_iterations(3)
+                          .direction(Direction::Reverse)
+                          .rank_blocks(adjoint_blocks(16, std::max(ranks, 2))),
+                      std::max(ranks, 2), [](index_t, int) { return std::size_t{8}; });
+  int coarse_repeats = 0;
+  for (const auto& events : s) {
+    std::map<std::tuple<int, index_t, index_t>, int> seen;
+    for (const Event& e : events) {
+      if (e.kind != Event::Kind::Step) continue;
+      const int earlier = seen[{e.level, e.from, e.to}]++;
+      EXPECT_EQ(e.visit, earlier) << "level " << e.level << " step " << e.from << " -> " << e.to;
+      if (e.level == 1 && e.visit > 0) ++coarse_repeats;
+    }
+  }
+  EXPECT_GT(coarse_repeats, 0);
 }
 
 Event step_event(int level) {
