@@ -27,7 +27,7 @@ using weft::cli_test::work_dir;
 using weft::train_test::expect_one_line;
 using weft::train_test::tiny_dataset;
 
-const std::string kTiny = "predict --threads 1 --steps 4 --channels 2 --batch 4 --repeats 1 ";
+const std::string kTiny = "predict --threads 1 --steps 4 --channels 2 --batch 4 --repeats 3 ";
 
 TEST(Predict, FlagsThatDoNotChangeTheTimePerBatchAreNamedInOneWarningLine) {
   const fs::path dir = work_dir();
@@ -110,13 +110,15 @@ TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
     EXPECT_NEAR(fwd + bwd + rest, batch, 1e-9 * batch);
   }
   // The solvers' own time at one rank over the isolated figures: one factor per level, each a
-  // plausible ratio of two timings of the same steps (a wrong level mapping gives 0 or huge).
+  // ratio of two timings of the same steps. The bounds only catch what is not such a ratio (0,
+  // or orders of magnitude off): on this tiny network a step takes microseconds, and a loaded
+  // machine has measured a factor of 21.7 in one pass (hence the median of 3 passes here).
   const json& costs = j.at("costs");
   for (const char* key : {"forward_in_situ_per_level", "adjoint_in_situ_per_level"}) {
     ASSERT_EQ(costs.at(key).size(), 2u) << key << costs.dump();
     for (const json& f : costs.at(key)) {
       EXPECT_GT(f.get<double>(), 0.2) << key;
-      EXPECT_LT(f.get<double>(), 20.0) << key;
+      EXPECT_LT(f.get<double>(), 100.0) << key;
     }
   }
   EXPECT_NE(r.out.find("in situ, per level"), std::string::npos) << r.out;
