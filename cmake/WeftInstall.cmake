@@ -7,7 +7,8 @@
 #
 # Exported targets: weft::util (MPI helpers, timelines, the clock; weft::mgrit links it),
 # weft::mgrit, weft::problems, weft::data and, with LibTorch, weft::nn,
-# weft::nn_options (LayerParallelOptions, which weft::nn links) and weft::models. The PETSc
+# weft::nn_options (LayerParallelOptions, which weft::nn links), weft::models, weft::train (the
+# Trainer) and weft::train_options (its LibTorch-free options, which weft::train links). The PETSc
 # problems are not exported (PETSc comes as a pkg-config target that a consumer would have to
 # recreate); the weft-petsc program links them when weft was built with them.
 include(GNUInstallDirs)
@@ -18,7 +19,7 @@ set(WEFT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/weft
 
 set(weft_exported weft_util weft_mgrit weft_problems weft_data)
 if(WEFT_WITH_TORCH)
-  list(APPEND weft_exported weft_nn_options weft_nn weft_models)
+  list(APPEND weft_exported weft_nn_options weft_nn weft_models weft_train_options weft_train)
 endif()
 foreach(target IN LISTS weft_exported)
   string(REPLACE "weft_" "" export_name ${target})
@@ -38,7 +39,7 @@ foreach(program IN ITEMS weft-nn weft-petsc)
 endforeach()
 set(weft_torch_headers "")
 if(NOT WEFT_WITH_TORCH)  # the headers of the LibTorch layer only come with its libraries
-  set(weft_torch_headers PATTERN "nn" EXCLUDE PATTERN "models" EXCLUDE)
+  set(weft_torch_headers PATTERN "nn" EXCLUDE PATTERN "models" EXCLUDE PATTERN "train" EXCLUDE)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/weft DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp" ${weft_torch_headers})

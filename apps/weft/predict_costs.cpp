@@ -29,6 +29,7 @@
 #include "spatial.hpp"
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/models/sequence_classifier.hpp"
+#include "weft/train/model_zoo.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 
@@ -352,20 +353,9 @@ class InSituBatch {
     std::vector<std::int64_t> shape = image_shape(c);
     shape[0] = c.batch;
     torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
-    if (c.model.kind == "gru" || c.model.kind == "lstm") {
-      models::SequenceClassifierSpec spec;
-      spec.cell = c.model.kind == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM;
-      spec.order = models::parse_sequence_order(c.model.sequence);
-      spec.hidden = c.model.hidden;
-      spec.layers = c.model.rnn_layers;
-      spec.height = shape[shape.size() - 2];
-      spec.width = shape.back();
-      spec.seed = static_cast<std::uint64_t>(c.model.seed);
-      spec.solver = c.parallel;
-      spec.coarse_input =
-          c.model.coarse_input == "mean" ? nn::CoarseInput::Mean : nn::CoarseInput::Start;
-      spec.implicit_step = c.model.implicit_step;
-      spec.implicit_iterations = c.model.implicit_iterations;
+    if (train::is_recurrent(c.model)) {
+      const models::SequenceClassifierSpec spec = train::sequence_classifier_spec(
+          c.model, {shape.begin() + 1, shape.end()}, c.parallel, false);
       recurrent_ = models::SequenceClassifier(MPI_COMM_SELF, spec);
       module_ = recurrent_.ptr();
     } else {

@@ -1,6 +1,6 @@
 #pragma once
 // `weft train` and `weft eval` behind a LibTorch-free interface: the subcommand files parse
-// flags into these structs; training.cpp (the only file here that includes LibTorch) runs them.
+// flags into these structs; training.cpp hands them to the library's Trainer (weft/train).
 #include <mpi.h>
 
 #include <cstdint>
@@ -9,32 +9,11 @@
 #include <vector>
 
 #include "weft/nn/options.hpp"
+#include "weft/train/model_config.hpp"
 
 namespace weft::cli {
 
-/// The network architecture; stored in checkpoints, so `--resume` and `weft eval` rebuild it.
-struct ModelConfig {
-  std::string kind = "resnet";  ///< resnet | stages | gru | lstm
-  // resnet
-  int channels = 4;
-  std::int64_t steps = 8;
-  std::string open = "conv";  ///< conv | copy
-  // stages
-  std::vector<std::int64_t> stage_channels{8, 16, 32};
-  std::vector<std::int64_t> stage_steps{2, 2, 2};
-  bool batchnorm = true;
-  double dropout = 0.0;
-  // gru | lstm (weft::models::SequenceClassifier)
-  std::int64_t hidden = 64;
-  std::int64_t rnn_layers = 1;
-  std::string sequence = "rows";       ///< rows | pixels
-  std::string coarse_input = "start";  ///< start | mean: the input of coarse MGRIT steps
-  double implicit_step = 0.0;          ///< 0: torch's cell; > 0: the implicit cell's Δt
-  int implicit_iterations = 3;         ///< fixed-point iterations of the implicit cell
-  // all
-  double t_final = 1.0;  ///< T (per stage for stages)
-  std::uint64_t seed = 1;
-};
+using train::ModelConfig;
 
 struct TrainConfig {
   ModelConfig model;

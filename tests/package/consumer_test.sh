@@ -20,5 +20,8 @@ cmake --build "$work/build" -j 2 > "$work/build.log"
 run() { "$mpiexec" -q --oversubscribe -n 2 "$@"; }
 run "$work/build/weft_example_dahlquist"
 if [ -x "$work/build/weft_example_peaks" ]; then run "$work/build/weft_example_peaks"; fi
+if [ -x "$work/build/weft_example_train" ] && [ -d /usr/share/datasets/fashion-mnist ]; then
+  run "$work/build/weft_example_train" | grep -q "^epoch 2: "
+fi
 run "$prefix/bin/weft" mgrit --max-iter 2 | grep -q "converged    no"
 echo "consumer build against $prefix: ok"

@@ -1,0 +1,136 @@
+#include "train_observers.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "weft/util/clock.hpp"
+#include "weft/util/error.hpp"
+
+namespace weft::cli {
+
+namespace {
+using weft::clock::now;
+
+// A rank started by Open MPI's mpirun writes into a pseudo-terminal even when mpirun's own
+// output goes to a file or a pipe; then mpirun's (the parent's) standard output decides.
+bool output_is_terminal() {
+  if (isatty(STDOUT_FILENO) == 0) return false;
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE")) return true;
+  char target[256] = {};
+  const std::string link = "/proc/" + std::to_string(getppid()) + "/fd/1";
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0) return true;  // cannot tell: keep the terminal's bar
+  const std::string path(target, static_cast<size_t>(n));
+  return path.rfind("/dev/pts/", 0) == 0 || path.rfind("/dev/tty", 0) == 0;
+}
+}  // namespace
+
+Progress::Progress(bool enabled, int epoch, std::int64_t total)
+    : enabled_(enabled), tty_(output_is_terminal()), epoch_(epoch), total_(total), start_(now()) {}
+
+void Progress::update(std::int64_t done, double loss, double accuracy) {
+  if (!enabled_) return;
+  const double t = now();
+  const bool last = done >= total_;
+  if (tty_) {
+    if (!last && t - shown_ < 0.2) return;
+  } else if (!last && done < next_line_) {
+    return;
+  }
+  shown_ = t;
+  next_line_ = done + total_ / 5;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done / std::max<std::int64_t>(1, total_));
+  const std::string bar = std::string(static_cast<size_t>(filled), '#') +
+                          std::string(static_cast<size_t>(kWidth - filled), '.');
+  const double rate = static_cast<double>(done) / std::max(1e-9, t - start_);
+  std::printf("%sepoch %d [%s] %lld/%lld  loss %.4f  acc %.4f  %.0f samples/s%s", tty_ ? "\r" : "",
+              epoch_, bar.c_str(), static_cast<long long>(done), static_cast<long long>(total_),
+              loss, accuracy, rate, tty_ && !last ? "" : "\n");
+  std::fflush(stdout);
+}
+
+ConsoleReport::ConsoleReport(const TrainConfig& config, DataText data)
+    : config_(config), data_(std::move(data)) {}
+
+void ConsoleReport::run_started(const train::RunStarted& e) {
+  if (e.rank != 0) return;
+  const TrainConfig& c = config_;
+  const std::string mode =
+      c.serial && c.model.implicit_step > 0
+          ? "sequential (--serial: weft's implicit cell on one rank, exact mode)"
+      : c.serial ? "sequential LibTorch (--serial)"
+      : e.replicas > 1
+          ? fmt::format("{} replicas x layer-parallel on {} rank(s)", e.replicas, e.layer_ranks)
+          : fmt::format("layer-parallel on {} rank(s)", e.ranks);
+  std::printf("weft train: %s, %lld training / %lld test images %s from %s\n", mode.c_str(),
+              static_cast<long long>(e.train_examples), static_cast<long long>(e.test_examples),
+              data_.size.c_str(), data_.folder.c_str());
+  std::printf("  model: %s\n", train::describe(c.model, data_.rows, data_.cols).c_str());
+  std::printf("  training: %s lr %g%s%s, batch %lld, epochs %d (from %d), %d torch thread(s)\n",
+              c.optimizer.c_str(), c.lr, c.lr_schedule == "cosine" ? " (cosine decay)" : "",
+              c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",
+              static_cast<long long>(c.batch), c.epochs, e.start_epoch, e.torch_threads);
+  if (!c.serial) {
+    std::string text = nn::to_string(c.parallel, train::is_staged(c.model) && c.model.batchnorm);
+    for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
+      text.replace(at, 1, "\n    ");
+    std::printf("  mgrit:\n    %s\n", text.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void ConsoleReport::epoch_started(const train::EpochStarted& e) {
+  progress_ = std::make_unique<Progress>(e.rank == 0 && config_.progress, e.epoch, e.examples);
+}
+
+void ConsoleReport::batch_done(const train::BatchDone& e) {
+  if (progress_) progress_->update(e.seen, e.mean_loss, e.mean_accuracy);
+}
+
+void ConsoleReport::epoch_done(const train::EpochDone& e) {
+  if (e.rank != 0) return;
+  const train::EpochMetrics& m = e.metrics;
+  std::printf(
+      "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s | "
+      "per batch %.1f ms (forward %.1f ms, backward %.1f ms, optimizer %.2f ms)\n",
+      m.epoch, m.train_loss, m.train_accuracy, m.test_loss, m.test_accuracy, m.epoch_seconds,
+      m.batch_ms, m.forward_ms, m.backward_ms, m.optimizer_ms);
+  std::fflush(stdout);
+}
+
+void ConsoleReport::trace_written(const train::TraceWritten& e) {
+  if (e.rank == 0) std::printf("wrote the trace to %s\n", e.path.c_str());
+}
+
+void MetricsFile::run_started(const train::RunStarted& e) {
+  if (e.rank != 0) return;
+  out_.open(path_, e.start_epoch > 1 ? std::ios::app : std::ios::trunc);
+  if (!out_) throw BadData("cannot write --metrics file " + path_);
+}
+
+void MetricsFile::epoch_done(const train::EpochDone& e) {
+  if (!out_.is_open()) return;
+  out_ << train::to_json(e.metrics) << "\n" << std::flush;
+  if (!out_) throw BadData("cannot write --metrics file " + path_);
+}
+
+void print_confusion(const std::vector<std::int64_t>& confusion, int classes) {
+  std::printf("confusion matrix (rows: true label, columns: predicted)\n      ");
+  for (int c = 0; c < classes; ++c) std::printf("%6d", c);
+  std::printf("\n");
+  for (int r = 0; r < classes; ++r) {
+    std::printf("%6d", r);
+    for (int c = 0; c < classes; ++c)
+      std::printf("%6lld", static_cast<long long>(confusion[static_cast<size_t>(r * classes + c)]));
+    std::printf("\n");
+  }
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,37 @@
+#pragma once
+// What a Trainer's checkpoint says about itself (its metadata), read without LibTorch: the
+// model, the examples it takes, the epoch, the data normalization and the optimizer.
+#include <cstdint>
+#include <string>
+
+#include "weft/train/model_config.hpp"
+
+namespace weft::train {
+
+/// The per-pixel normalization x' = (x - mean) / std applied to the data (stored so that a
+/// resumed run and an evaluation normalize as the training did).
+struct Normalization {
+  double mean = 0, std = 1;
+};
+
+/// The shape of one example: rows x cols images, or depth x rows x cols volumes.
+struct ExampleShape {
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t depth = 1;  ///< 1 for images
+  bool volume = false;     ///< depth x rows x cols (3-D models)
+};
+
+struct CheckpointInfo {
+  ModelConfig model;
+  ExampleShape example;
+  int epoch = 0;  ///< the last epoch trained
+  Normalization normalization;
+  std::string optimizer;
+};
+
+/// Reads and checks the metadata of checkpoint `dir` (weft::BadData naming the folder and what
+/// is wrong: no metadata, not JSON, a missing or invalid field, a checkpoint of an older
+/// network). Local: wrap it in weft::mpi::collectively when every rank reads.
+CheckpointInfo read_checkpoint_info(const std::string& dir);
+
+}  // namespace weft::train

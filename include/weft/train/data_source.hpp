@@ -1,0 +1,64 @@
+#pragma once
+// Where a Trainer's examples come from: a source gives the examples at given indices, for an
+// epoch, as a batch of tensors and labels. The Trainer chooses the indices (the per-epoch
+// shuffle and each replica's share of the global batch), so a source only stores and reads;
+// readers of other formats, generated sets and augmentation plug in by implementing it.
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "weft/data/idx.hpp"
+#include "weft/train/checkpoint_info.hpp"
+
+namespace weft::train {
+
+struct Batch {
+  torch::Tensor inputs;  ///< [n, ...example shape]
+  torch::Tensor labels;  ///< [n] int64 class indices
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  /// Examples per epoch.
+  virtual std::int64_t size() const = 0;
+  /// One example's shape: [channels, rows, cols] or [channels, depth, rows, cols].
+  virtual std::vector<std::int64_t> example_shape() const = 0;
+  /// The examples at `indices` (int64, each in [0, size())) for `epoch` (1-based; a source
+  /// that augments draws from it).
+  virtual Batch examples(const torch::Tensor& indices, int epoch) const = 0;
+  /// Examples [begin, end) without augmentation (evaluation).
+  virtual Batch range(std::int64_t begin, std::int64_t end) const = 0;
+  /// The normalization the examples carry (stored in checkpoints).
+  virtual Normalization normalization() const { return {}; }
+};
+
+/// Examples held in memory as two tensors.
+class TensorSource : public DataSource {
+ public:
+  TensorSource(torch::Tensor inputs, torch::Tensor labels, Normalization normalization = {});
+  /// An IDX image set (weft/data/idx.hpp) as float tensors, normalized with `normalization`:
+  /// [count, 1, rows, cols], or [count, 1, depth, rows, cols] for volumes.
+  static std::shared_ptr<TensorSource> from_images(const data::ImageSet& set,
+                                                   const Normalization& normalization);
+
+  std::int64_t size() const override;
+  std::vector<std::int64_t> example_shape() const override;
+  Batch examples(const torch::Tensor& indices, int epoch) const override;
+  Batch range(std::int64_t begin, std::int64_t end) const override;
+  Normalization normalization() const override { return normalization_; }
+
+ private:
+  torch::Tensor inputs_, labels_;
+  Normalization normalization_;
+};
+
+/// The mean and standard deviation of the pixels of `set` (scaled to [0, 1]).
+Normalization measure_normalization(const data::ImageSet& set);
+
+/// The example shape of `source` as checkpoints describe it.
+ExampleShape example_shape_of(const DataSource& source);
+
+}  // namespace weft::train

@@ -1,0 +1,50 @@
+#pragma once
+// The figures a Trainer measures: per epoch (the `--metrics` JSON lines of `weft train`, also
+// stored in each checkpoint) and per evaluation. No LibTorch.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::train {
+
+/// One layer-parallel rank's solver time per batch, forward + backward [ms].
+struct RankTiming {
+  int rank = 0;
+  double steps_ms = 0;        ///< step evaluations
+  double waiting_ms = 0;      ///< waiting for messages
+  double bookkeeping_ms = 0;  ///< the solver's own work
+  double outside_ms = 0;      ///< outside the solve (ghost exchange, open/close layers)
+};
+
+struct EpochMetrics {
+  int epoch = 0;
+  double train_loss = 0, train_accuracy = 0;  ///< means over the epoch's batches
+  double test_loss = 0, test_accuracy = 0;
+  double epoch_seconds = 0;  ///< training and evaluation
+  /// Per batch, the slowest rank's mean over the epoch's batches after the first two [ms].
+  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, batch_ms = 0;
+  /// MGRIT iterations and final residuals per batch (means; none without MGRIT).
+  std::optional<double> fwd_iterations, fwd_residual, bwd_iterations, bwd_residual;
+  int ranks = 1;  ///< all ranks of the run (1 with serial)
+  std::int64_t fwd_levels = 1, bwd_levels = 1;
+  int data_ranks = 1;  ///< replicas
+  double lr_end = 0;   ///< the learning rate of the epoch's last batch
+  std::string model;   ///< ModelConfig::kind
+  bool serial = false;
+  /// One entry per rank of the first replica, on rank 0 (empty without MGRIT).
+  std::vector<RankTiming> per_rank;
+};
+
+/// The metrics as one JSON object on one line (the keys as above).
+std::string to_json(const EpochMetrics& m);
+
+/// A classifier's figures on a data set: mean loss, accuracy, and the confusion matrix
+/// (classes x classes, row = true label, column = predicted), summed over every rank.
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+  int classes = 10;
+  std::vector<std::int64_t> confusion;
+};
+
+}  // namespace weft::train

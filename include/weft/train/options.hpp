@@ -1,0 +1,52 @@
+#pragma once
+// How a Trainer trains: the model, the loop's settings, the MPI layout, checkpoints and the
+// timeline. No LibTorch: front ends fill it from their own flags.
+#include <cstdint>
+#include <string>
+
+#include "weft/nn/options.hpp"
+#include "weft/train/model_config.hpp"
+#include "weft/util/error.hpp"
+
+namespace weft::train {
+
+struct TrainerOptions {
+  ModelConfig model;  ///< with resume_dir: replaced by the checkpoint's
+  std::int64_t batch = 50;
+  int epochs = 2;  ///< the last epoch; a resumed run continues after the checkpoint's epoch
+  std::string optimizer = "adam";  ///< sgd | adam
+  double lr = 1e-3;
+  /// constant | cosine: lr · (1 + cos(π k / K)) / 2 at global batch k of K = epochs × batches
+  /// per epoch (a function of the batch index only, so resumed runs follow the same curve).
+  std::string lr_schedule = "constant";
+  double momentum = 0.9;  ///< sgd
+  int threads = 0;        ///< torch intra-op threads per rank; 0: cores / ranks
+  bool serial = false;    ///< plain sequential LibTorch on rank 0: the reference
+  int data_ranks = 1;     ///< replicas of ranks / data_ranks layer-parallel ranks each
+  nn::LayerParallelOptions parallel;
+  /// Evaluation batch; 0: max(batch, 500).
+  std::int64_t eval_batch = 0;
+  std::string checkpoint_dir;               ///< a checkpoint after every epoch (empty: none)
+  std::string resume_dir;                   ///< continue from this checkpoint (empty: a new run)
+  std::string trace_path;                   ///< a timeline of a few batches (docs/tracing.md)
+  std::int64_t trace_batches = 4;           ///< traced batches, after the first two of the run
+  std::string trace_source = "weft train";  ///< the trace's "source" field
+};
+
+/// Throws weft::InvalidOption("Trainer", FIELD, DETAIL) for a value outside what is accepted.
+void validate(const TrainerOptions& options, int ranks);
+
+/// The learning rate at global batch k (0-based) of a run with `batches_per_epoch`.
+double learning_rate(const TrainerOptions& options, std::int64_t k, std::int64_t batches_per_epoch);
+
+/// The loss became NaN or infinite (on every rank together: the loss is reduced).
+class Diverged : public Divergence {
+ public:
+  explicit Diverged(double loss);
+  double loss() const noexcept { return loss_; }
+
+ private:
+  double loss_;
+};
+
+}  // namespace weft::train

@@ -1,0 +1,213 @@
+// The model behind a Trainer: one training step and one evaluation pass for each kind of
+// model (layer-parallel chain, sequential reference, replicated recurrent classifier).
+#include "classifier.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "weft/train/model_zoo.hpp"
+#include "weft/train/options.hpp"
+#include "weft/util/clock.hpp"
+#include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
+
+namespace weft::train {
+
+using weft::clock::now;
+
+namespace {
+void check_finite(double loss) {
+  if (!std::isfinite(loss)) throw Diverged(loss);
+}
+}  // namespace
+
+Classifier::Classifier(const ModelConfig& m, const std::vector<std::int64_t>& example_shape,
+                       MPI_Comm comm, MPI_Comm data, bool serial,
+                       const nn::LayerParallelOptions& options)
+    : comm_(comm), serial_(serial) {
+  if (is_recurrent(m)) {
+    recurrent_ = models::SequenceClassifier(
+        comm, sequence_classifier_spec(m, example_shape, options, serial));
+    data_ = serial ? MPI_COMM_NULL : data;
+    return;
+  }
+  build(build_network(m, example_shape), data, options);
+}
+
+Classifier::Classifier(const nn::Network& network, MPI_Comm comm, MPI_Comm data, bool serial,
+                       const nn::LayerParallelOptions& options)
+    : comm_(comm), serial_(serial) {
+  build(network, data, options);
+}
+
+void Classifier::build(const nn::Network& net, MPI_Comm data,
+                       const nn::LayerParallelOptions& options) {
+  if (serial_)
+    sequential_ = nn::SequentialNetwork(net, options.seed());
+  else
+    parallel_ = nn::LayerParallel(comm_, data, net, options);
+}
+
+void Classifier::set_batch_index(std::int64_t b) {
+  if (recurrent_) return;  // no random streams
+  if (serial_)
+    sequential_->set_batch_index(b);
+  else
+    parallel_->set_batch_index(b);
+}
+
+torch::nn::Module& Classifier::module() {
+  if (recurrent_) return *recurrent_;
+  return serial_ ? static_cast<torch::nn::Module&>(*sequential_)
+                 : static_cast<torch::nn::Module&>(*parallel_);
+}
+
+const nn::SolveReport* Classifier::solve_report(bool forward) {
+  if (recurrent_ && !serial_) {
+    const auto& s = recurrent_->recurrent()->statistics();
+    return forward ? &s.forward : &s.backward;
+  }
+  if (serial_) return nullptr;
+  return forward ? &parallel_->statistics().forward : &parallel_->statistics().backward;
+}
+
+BatchOutcome Classifier::train(const torch::Tensor& x, const torch::Tensor& y,
+                               torch::optim::Optimizer& opt, PhaseTimes& t, double weight) {
+  BatchOutcome out;
+  opt.zero_grad();
+  double t0 = now();
+  if (serial_ || recurrent_) {  // the same logits and loss on every rank
+    torch::Tensor logits;
+    {
+      trace::Span phase("forward", "train", trace::Kind::Phase);
+      logits = recurrent_ ? recurrent_->forward(x) : sequential_->forward(x);
+    }
+    double t1 = now();
+    {
+      trace::Span phase("backward", "train", trace::Kind::Phase);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y) * weight;
+      out.correct = static_cast<double>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
+      out.loss = loss.item<double>() / weight;
+      check_finite(out.loss);
+      loss.backward();
+      if (recurrent_ && data_ != MPI_COMM_NULL) average_gradients();
+    }
+    double t2 = now();
+    {
+      trace::Span phase("optimizer", "train", trace::Kind::Phase);
+      opt.step();
+    }
+    t = {t1 - t0, t2 - t1, now() - t2};
+    return out;
+  }
+  torch::Tensor logits;
+  {
+    trace::Span phase("forward", "train", trace::Kind::Phase);
+    logits = parallel_->forward(x);
+  }
+  double t1 = now();
+  double correct = 0;
+  {
+    trace::Span phase("backward", "train", trace::Kind::Phase);
+    torch::Tensor loss = parallel_->loss(logits, [&](const torch::Tensor& z) {
+      correct = static_cast<double>(z.argmax(1).eq(y).sum().item<std::int64_t>());
+      return torch::nn::functional::cross_entropy(z, y) * weight;
+    });
+    out.loss = loss.item<double>() / weight;
+    check_finite(out.loss);  // the same value on every rank: every rank stops together
+    loss.backward();
+  }
+  double t2 = now();
+  {
+    trace::Span phase("optimizer", "train", trace::Kind::Phase);
+    opt.step();
+  }
+  t = {t1 - t0, t2 - t1, now() - t2};
+  out.correct = parallel_->broadcast_from_output(correct);
+  return out;
+}
+
+BatchOutcome Classifier::evaluate(const torch::Tensor& x, const torch::Tensor& y,
+                                  std::vector<std::int64_t>& confusion, int classes) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor logits = recurrent_ ? recurrent_->forward(x)
+                         : serial_  ? sequential_->forward(x)
+                                    : parallel_->forward(x);
+  const bool has_logits = serial_ || recurrent_ || parallel_->owns_output();
+  // Replicated logits: the confusion matrix counts them once (rank 0).
+  const bool count = !recurrent_ || mpi::rank(comm_) == 0;
+  double loss = 0, correct = 0;
+  if (has_logits) {
+    loss = torch::nn::functional::cross_entropy(
+               logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+               .item<double>();
+    torch::Tensor predicted = logits.argmax(1);
+    correct = static_cast<double>(predicted.eq(y).sum().item<std::int64_t>());
+    auto p = predicted.accessor<std::int64_t, 1>();
+    auto l = y.accessor<std::int64_t, 1>();
+    for (std::int64_t i = 0; count && i < p.size(0); ++i)
+      ++confusion[static_cast<size_t>(l[i] * classes + p[i])];
+  }
+  if (!serial_ && !recurrent_) {
+    loss = parallel_->broadcast_from_output(loss);
+    correct = parallel_->broadcast_from_output(correct);
+  }
+  return {loss, correct};
+}
+
+// Replicas of the recurrent model: one fused all-reduce averages every gradient.
+void Classifier::average_gradients() {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads, flat;
+  for (const auto& p : recurrent_->parameters())
+    if (p.grad().defined()) {
+      grads.push_back(p.mutable_grad());
+      flat.push_back(p.grad().reshape({-1}).to(torch::kFloat64));
+    }
+  if (grads.empty()) return;
+  torch::Tensor all = torch::cat(flat).contiguous();
+  mpi::check(MPI_Allreduce(MPI_IN_PLACE, all.data_ptr(), static_cast<int>(all.numel()), MPI_DOUBLE,
+                           MPI_SUM, data_),
+             "MPI_Allreduce (replica gradients)");
+  all.div_(mpi::size(data_));
+  std::int64_t offset = 0;
+  for (torch::Tensor& g : grads) {
+    g.copy_(all.slice(0, offset, offset + g.numel()).view(g.sizes()));
+    offset += g.numel();
+  }
+}
+
+Evaluation evaluate(Classifier& model, const DataSource& test, std::int64_t batch, MPI_Comm world,
+                    MPI_Comm data) {
+  constexpr int kClasses = 10;
+  const int replicas = data == MPI_COMM_NULL ? 1 : mpi::size(data);
+  const int replica = data == MPI_COMM_NULL ? 0 : mpi::rank(data);
+  Evaluation out;
+  out.classes = kClasses;
+  std::vector<std::int64_t> local(kClasses * kClasses, 0);
+  double sums[2] = {0, 0};  // loss, correct
+  model.module().eval();
+  const std::int64_t count = test.size();
+  std::int64_t k = 0;
+  for (std::int64_t start = 0; start < count; start += batch, ++k) {
+    if (k % replicas != replica) continue;
+    const Batch b = test.range(start, std::min(count, start + batch));
+    const BatchOutcome o = model.evaluate(b.inputs, b.labels, local, kClasses);
+    sums[0] += o.loss;
+    sums[1] += o.correct;
+  }
+  model.module().train();
+  if (replicas > 1)
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, data),
+               "MPI_Allreduce (evaluation)");
+  out.confusion.assign(local.size(), 0);
+  mpi::check(MPI_Allreduce(local.data(), out.confusion.data(), static_cast<int>(local.size()),
+                           MPI_INT64_T, MPI_SUM, world),
+             "MPI_Allreduce (confusion matrix)");
+  out.loss = sums[0] / static_cast<double>(count);
+  out.accuracy = sums[1] / static_cast<double>(count);
+  return out;
+}
+
+}  // namespace weft::train

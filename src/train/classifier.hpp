@@ -1,0 +1,73 @@
+#pragma once
+// The model a Trainer trains, behind one interface: the layer-parallel chain (replicas over a
+// data communicator), the plain sequential network (serial), or the recurrent classifier
+// (replicated on every rank, parallel over the sequence). Private to weft_train.
+#include <mpi.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "weft/models/sequence_classifier.hpp"
+#include "weft/nn/layer_parallel.hpp"
+#include "weft/train/data_source.hpp"
+#include "weft/train/metrics.hpp"
+#include "weft/train/model_config.hpp"
+
+namespace weft::train {
+
+struct BatchOutcome {
+  double loss = 0;     ///< mean over the batch, on every rank
+  double correct = 0;  ///< on every rank
+};
+
+struct PhaseTimes {
+  double forward = 0, backward = 0, optimizer = 0;  ///< [s]
+};
+
+class Classifier {
+ public:
+  Classifier(const ModelConfig& m, const std::vector<std::int64_t>& example_shape, MPI_Comm comm,
+             MPI_Comm data, bool serial, const nn::LayerParallelOptions& options);
+  /// A network of the user's own (layer-parallel over `comm`, or sequential when serial).
+  Classifier(const nn::Network& network, MPI_Comm comm, MPI_Comm data, bool serial,
+             const nn::LayerParallelOptions& options);
+  /// Random streams continue from batch `b` (resume).
+  void set_batch_index(std::int64_t b);
+  torch::nn::Module& module();
+  /// The last batch's MGRIT solves on this rank (none for the sequential reference).
+  const nn::SolveReport* solve_report(bool forward);
+  /// The recurrent model is replicated: rank 0 of the layer communicator saves it alone, over
+  /// this communicator, and every rank loads it whole.
+  bool replicated() const { return static_cast<bool>(recurrent_); }
+  MPI_Comm checkpoint_comm() const { return recurrent_ ? MPI_COMM_SELF : comm_; }
+
+  /// One optimizer step. `weight` scales the mean loss of this replica's rows so that the
+  /// replicas' average is the mean over the global batch. Throws Diverged (on every rank).
+  BatchOutcome train(const torch::Tensor& x, const torch::Tensor& y, torch::optim::Optimizer& opt,
+                     PhaseTimes& t, double weight = 1.0);
+  /// Sums of losses and correct predictions over the batch, on every rank; `confusion`
+  /// (classes x classes, row = true label) is accumulated on the rank that has the logits.
+  BatchOutcome evaluate(const torch::Tensor& x, const torch::Tensor& y,
+                        std::vector<std::int64_t>& confusion, int classes);
+
+ private:
+  void build(const nn::Network& net, MPI_Comm data, const nn::LayerParallelOptions& options);
+  void average_gradients();
+
+  MPI_Comm comm_;
+  MPI_Comm data_ = MPI_COMM_NULL;
+  bool serial_;
+  nn::SequentialNetwork sequential_{nullptr};
+  nn::LayerParallel parallel_{nullptr};
+  models::SequenceClassifier recurrent_{nullptr};
+};
+
+/// In eval mode (batch norm with running statistics, no dropout). With replicas, replica r
+/// takes every D-th batch; sums are reduced over `data` (replicas) and the confusion matrix
+/// over `world`.
+Evaluation evaluate(Classifier& model, const DataSource& test, std::int64_t batch, MPI_Comm world,
+                    MPI_Comm data = MPI_COMM_NULL);
+
+}  // namespace weft::train

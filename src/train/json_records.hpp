@@ -1,0 +1,25 @@
+#pragma once
+// The JSON forms of the Trainer's records: the model in checkpoint metadata, the example
+// shape, the epoch metrics. Private to weft_train (nlohmann::json stays out of public headers).
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "weft/train/checkpoint_info.hpp"
+#include "weft/train/metrics.hpp"
+#include "weft/train/model_config.hpp"
+
+namespace weft::train {
+
+nlohmann::json model_json(const ModelConfig& m);
+/// Accepts checkpoints written before stages existed (no "kind": resnet).
+ModelConfig model_from_json(const nlohmann::json& j);
+/// rows, cols, and depth for volumes.
+nlohmann::json example_json(const ExampleShape& e);
+nlohmann::json metrics_json(const EpochMetrics& m);
+
+/// The metadata a Trainer writes with each checkpoint.
+std::string checkpoint_metadata(const ModelConfig& model, const ExampleShape& example, int epoch,
+                                const Normalization& normalization, const std::string& optimizer,
+                                const EpochMetrics& metrics);
+
+}  // namespace weft::train

@@ -1,0 +1,50 @@
+#include "weft/train/model_config.hpp"
+
+#include <fmt/format.h>
+
+namespace weft::train {
+
+bool is_recurrent(const ModelConfig& m) {
+  return m.kind == "gru" || m.kind == "lstm";
+}
+bool is_staged(const ModelConfig& m) {
+  return m.kind == "stages" || m.kind == "conv3d";
+}
+bool is_custom(const ModelConfig& m) {
+  return m.kind == "custom";
+}
+
+std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols) {
+  if (is_custom(m))
+    return fmt::format("a network of the user's own; T {}; seed {}", m.t_final, m.seed);
+  if (is_recurrent(m))
+    return fmt::format(
+        "{} {} layer(s), hidden {}, {}, over the image as a sequence of {} ({} steps of {}); "
+        "coarse input {}; close linear({}->10) on the final hidden state; seed {}",
+        m.kind, m.rnn_layers, m.hidden,
+        m.implicit_step > 0 ? fmt::format("implicit cell (backward Euler, step {}, {} fixed-point "
+                                          "iteration(s))",
+                                          m.implicit_step, m.implicit_iterations)
+                            : std::string("torch's cell"),
+        m.sequence, m.sequence == "rows" ? rows : rows * cols, m.sequence == "rows" ? cols : 1,
+        m.coarse_input, m.hidden, m.seed);
+  if (is_staged(m)) {
+    const char* conv = m.kind == "conv3d" ? "conv3x3x3" : "conv3x3";
+    std::string text = m.kind;
+    for (size_t s = 0; s < m.stage_channels.size(); ++s)
+      text += fmt::format("{} {}x({}{}-ReLU{}-{}{}) at {} channels", s ? "," : "", m.stage_steps[s],
+                          conv, m.batchnorm ? "-BN" : "",
+                          m.dropout > 0 ? fmt::format("-dropout {}", m.dropout) : "", conv,
+                          m.batchnorm ? "-BN" : "", m.stage_channels[s]);
+    return text + fmt::format(
+                      "; transitions {} stride 2{}-ReLU; close global pooling-"
+                      "linear({}->10); T {} per stage; seed {}",
+                      conv, m.batchnorm ? "-BN" : "", m.stage_channels.back(), m.t_final, m.seed);
+  }
+  return fmt::format(
+      "open {}, {} steps of conv3x3-ReLU-conv3x3-ReLU at {} channels, T {}, close "
+      "linear({}->32)-ReLU-linear(32->10); seed {}",
+      m.open, m.steps, m.channels, m.t_final, m.channels * rows * cols, m.seed);
+}
+
+}  // namespace weft::train

@@ -1,0 +1,68 @@
+// The models a ModelConfig names, built for a data set's example shape.
+#include "weft/train/model_zoo.hpp"
+
+#include "weft/models/image_resnet.hpp"
+#include "weft/models/stages_net.hpp"
+#include "weft/util/error.hpp"
+
+namespace weft::train {
+
+nn::Network build_network(const ModelConfig& m, const std::vector<std::int64_t>& shape) {
+  if (is_recurrent(m) || is_custom(m))
+    throw InvalidOption(
+        "ModelConfig", "kind",
+        "'" + m.kind + "' has no chain of layers to build; accepted: resnet, stages, conv3d");
+  if (shape.size() < 3)
+    throw InvalidOption("ModelConfig", "example shape",
+                        "of " + std::to_string(shape.size()) +
+                            " dimensions is invalid; accepted: [channels, (depth,) rows, cols]");
+  const std::int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  if (is_staged(m)) {
+    models::StagesNetSpec spec;
+    spec.dims = static_cast<int>(shape.size()) - 1;
+    if (spec.dims == 3) spec.depth = shape[shape.size() - 3];
+    spec.channels = m.stage_channels;
+    spec.steps = m.stage_steps;
+    spec.t_final = m.t_final;
+    spec.batchnorm = m.batchnorm;
+    spec.dropout = m.dropout;
+    spec.height = rows;
+    spec.width = cols;
+    spec.seed = m.seed;
+    return models::stages_net(spec);
+  }
+  models::ImageResNetSpec spec;
+  spec.channels = m.channels;
+  spec.steps = m.steps;
+  spec.t_final = m.t_final;
+  spec.open = models::parse_open_layer(m.open);
+  spec.height = rows;
+  spec.width = cols;
+  spec.seed = m.seed;
+  return models::image_resnet(spec);
+}
+
+models::SequenceClassifierSpec sequence_classifier_spec(const ModelConfig& m,
+                                                        const std::vector<std::int64_t>& shape,
+                                                        const nn::LayerParallelOptions& solver,
+                                                        bool serial) {
+  if (!is_recurrent(m))
+    throw InvalidOption("ModelConfig", "kind",
+                        "'" + m.kind + "' is not a recurrent model; accepted: gru, lstm");
+  models::SequenceClassifierSpec spec;
+  spec.cell = m.kind == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM;
+  spec.order = models::parse_sequence_order(m.sequence);
+  spec.hidden = m.hidden;
+  spec.layers = m.rnn_layers;
+  spec.height = shape[shape.size() - 2];
+  spec.width = shape.back();
+  spec.seed = m.seed;
+  spec.solver = solver;
+  spec.coarse_input = m.coarse_input == "mean" ? nn::CoarseInput::Mean : nn::CoarseInput::Start;
+  spec.implicit_step = m.implicit_step;
+  spec.implicit_iterations = m.implicit_iterations;
+  spec.serial = serial;
+  return spec;
+}
+
+}  // namespace weft::train

@@ -1,0 +1,44 @@
+#include "weft/train/options.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace weft::train {
+
+namespace {
+[[noreturn]] void invalid(const std::string& field, const std::string& detail) {
+  throw InvalidOption("Trainer", field, detail);
+}
+}  // namespace
+
+void validate(const TrainerOptions& o, int ranks) {
+  if (o.batch < 1) invalid("batch", std::to_string(o.batch) + " is invalid; accepted: >= 1");
+  if (o.epochs < 1) invalid("epochs", std::to_string(o.epochs) + " is invalid; accepted: >= 1");
+  if (o.optimizer != "sgd" && o.optimizer != "adam")
+    invalid("optimizer", "'" + o.optimizer + "' is invalid; accepted: sgd, adam");
+  if (!(o.lr > 0) || !std::isfinite(o.lr))
+    invalid("lr", number_text(o.lr) + " is invalid; accepted: a finite number > 0");
+  if (o.lr_schedule != "constant" && o.lr_schedule != "cosine")
+    invalid("lr_schedule", "'" + o.lr_schedule + "' is invalid; accepted: constant, cosine");
+  if (o.eval_batch < 0)
+    invalid("eval_batch", std::to_string(o.eval_batch) + " is invalid; accepted: >= 0");
+  const int replicas = o.serial ? 1 : o.data_ranks;
+  if (replicas < 1 || ranks % replicas != 0)
+    invalid("data_ranks", std::to_string(o.data_ranks) + " is invalid (the " +
+                              std::to_string(ranks) + " ranks do not split into " +
+                              std::to_string(o.data_ranks) +
+                              " replicas); accepted: a divisor of the ranks");
+  if (o.trace_batches < 1)
+    invalid("trace_batches", std::to_string(o.trace_batches) + " is invalid; accepted: >= 1");
+}
+
+double learning_rate(const TrainerOptions& o, std::int64_t k, std::int64_t batches_per_epoch) {
+  if (o.lr_schedule == "constant") return o.lr;
+  const double total = static_cast<double>(o.epochs) * static_cast<double>(batches_per_epoch);
+  return o.lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(k) / total));
+}
+
+Diverged::Diverged(double loss)
+    : Divergence("training diverged: the loss is " + number_text(loss)), loss_(loss) {}
+
+}  // namespace weft::train

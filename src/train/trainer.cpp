@@ -1,0 +1,457 @@
+// The Trainer's loop: per-epoch shuffles, each replica's share of the global batch, learning
+// rate schedules, MGRIT statistics, evaluation, metrics, checkpoints and the timeline.
+#include "weft/train/trainer.hpp"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "classifier.hpp"
+#include "json_records.hpp"
+#include "weft/nn/checkpoint.hpp"
+#include "weft/util/clock.hpp"
+#include "weft/util/mpi.hpp"
+#include "weft/util/trace.hpp"
+
+namespace weft::train {
+
+using weft::clock::now;
+
+namespace {
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& o,
+                                                        torch::nn::Module& module) {
+  auto params = module.parameters();
+  if (o.optimizer == "sgd")
+    return std::make_unique<torch::optim::SGD>(params,
+                                               torch::optim::SGDOptions(o.lr).momentum(o.momentum));
+  return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr));
+}
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+/// Mean over batches, skipping the first two (warm-up) when there are more.
+double steady_mean(const std::vector<double>& v) {
+  const size_t skip = v.size() > 2 ? 2 : 0;
+  if (v.size() == skip) return 0;
+  return std::accumulate(v.begin() + static_cast<long>(skip), v.end(), 0.0) /
+         static_cast<double>(v.size() - skip);
+}
+
+std::optional<double> mean(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+std::string shape_text(const ExampleShape& e) {
+  return (e.volume ? std::to_string(e.depth) + "x" : std::string()) + std::to_string(e.rows) + "x" +
+         std::to_string(e.cols);
+}
+
+}  // namespace
+
+void set_torch_threads(int requested, MPI_Comm comm) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = requested > 0 ? requested : std::max(1, cores / mpi::size(comm));
+  torch::set_num_threads(threads);
+  // Subnormal floats as zero: a recurrent adjoint over hundreds of steps decays through the
+  // subnormal range, where each operation costs several times more (784-step GRU backward 5x;
+  // docs/benchmarks.md). Values below 1e-38 change no trained result.
+  at::globalContext().setFlushDenormal(true);
+}
+
+struct Trainer::State {
+  TrainerOptions options;
+  std::shared_ptr<const DataSource> train, test;
+  MPI_Comm world;
+  MPI_Comm comm;                  ///< this replica's layer ranks (MPI_COMM_SELF with serial)
+  MPI_Comm data = MPI_COMM_NULL;  ///< the same layer rank in every replica
+  MPI_Comm agree;                 ///< where events and results are agreed: world, or self
+  std::unique_ptr<nn::ReplicaGroups> groups;
+  int rank = 0, ranks = 1, replicas = 1, replica = 0;
+  int start_epoch = 1;
+  bool active = true;
+  std::unique_ptr<Classifier> model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<std::shared_ptr<Observer>> observers;
+
+  /// Calls `event` on every observer; what one throws ends the run on every rank of `agree`.
+  template <class Event>
+  void notify(Event&& event) {
+    mpi::collectively(agree, [&] {
+      for (auto& o : observers) event(*o);
+    });
+  }
+  void setup(TrainerOptions options, const nn::Network* network,
+             std::shared_ptr<const DataSource> train, std::shared_ptr<const DataSource> test,
+             MPI_Comm world);
+  void train_epoch(int epoch, std::int64_t batches_per_epoch, std::int64_t& run_batch,
+                   bool& trace_pending, const std::function<void()>& write_trace);
+};
+
+namespace {
+
+/// BadData unless checkpoint `dir`'s examples are `data`'s and its model is custom exactly when
+/// the caller gives a network.
+void check_checkpoint_fits(const std::string& dir, const CheckpointInfo& info,
+                           const DataSource& data, bool custom) {
+  const ExampleShape stored = info.example, given = example_shape_of(data);
+  if (stored.rows != given.rows || stored.cols != given.cols || stored.depth != given.depth ||
+      stored.volume != given.volume)
+    throw BadData(fmt::format("examples of size {}: the model of checkpoint {} takes {}",
+                              shape_text(given), dir, shape_text(stored)));
+  if (custom && !is_custom(info.model))
+    throw BadData("checkpoint " + dir + " holds a " + info.model.kind +
+                  " model, not a network of the user's own: use it without a network (the "
+                  "Trainer builds the model)");
+  if (!custom && is_custom(info.model))
+    throw BadData("checkpoint " + dir +
+                  " holds a network of the user's own: use it with that network");
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainerOptions options, std::shared_ptr<const DataSource> train,
+                 std::shared_ptr<const DataSource> test, MPI_Comm world)
+    : state_(std::make_unique<State>()) {
+  state_->setup(std::move(options), nullptr, std::move(train), std::move(test), world);
+}
+
+Trainer::Trainer(TrainerOptions options, nn::Network network,
+                 std::shared_ptr<const DataSource> train, std::shared_ptr<const DataSource> test,
+                 MPI_Comm world)
+    : state_(std::make_unique<State>()) {
+  options.model.kind = "custom";
+  state_->setup(std::move(options), &network, std::move(train), std::move(test), world);
+}
+
+void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network,
+                           std::shared_ptr<const DataSource> train_in,
+                           std::shared_ptr<const DataSource> test_in, MPI_Comm world_in) {
+  State& s = *this;
+  s.world = world_in;
+  s.rank = mpi::rank(world);
+  s.ranks = mpi::size(world);
+  if (!train_in || !test_in)
+    throw InvalidOption("Trainer", "data", "is missing; accepted: a training and a test source");
+  validate(options_in, s.ranks);
+  set_torch_threads(options_in.threads, world);
+  if (!options_in.resume_dir.empty()) {
+    CheckpointInfo info;
+    mpi::collectively(world, [&] { info = read_checkpoint_info(options_in.resume_dir); });
+    check_checkpoint_fits(options_in.resume_dir, info, *train_in, network != nullptr);
+    if (options_in.epochs <= info.epoch)
+      throw InvalidOption("Trainer", "epochs",
+                          fmt::format("{} leaves nothing to train: checkpoint {} is at epoch {}",
+                                      options_in.epochs, options_in.resume_dir, info.epoch));
+    options_in.model = info.model;
+    s.start_epoch = info.epoch + 1;
+  }
+  s.options = std::move(options_in);
+  s.train = std::move(train_in);
+  s.test = std::move(test_in);
+  const TrainerOptions& o = s.options;
+
+  // serial: the reference, plain LibTorch on rank 0; the other ranks have nothing to do.
+  // data_ranks D: D replicas of P/D layer-parallel ranks.
+  s.replicas = o.serial ? 1 : o.data_ranks;
+  s.comm = world;
+  if (s.replicas > 1) {
+    s.groups = std::make_unique<nn::ReplicaGroups>(world, s.replicas);
+    s.comm = s.groups->layer_comm();
+    s.data = s.groups->data_comm();
+    s.replica = s.groups->replica();
+  }
+  s.agree = world;
+  if (o.serial) {
+    s.active = s.rank == 0;
+    s.comm = s.agree = MPI_COMM_SELF;
+    if (!s.active) return;
+  }
+  s.model = network ? std::make_unique<Classifier>(*network, s.comm, s.data, o.serial, o.parallel)
+                    : std::make_unique<Classifier>(o.model, s.train->example_shape(), s.comm,
+                                                   s.data, o.serial, o.parallel);
+  s.optimizer = make_optimizer(o, s.model->module());
+  if (!o.resume_dir.empty())
+    mpi::collectively(s.comm, [&] {
+      nn::load_checkpoint(o.resume_dir, s.model->checkpoint_comm(), s.model->module(),
+                          s.optimizer.get());
+    });
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::add_observer(std::shared_ptr<Observer> observer) {
+  if (observer) state_->observers.push_back(std::move(observer));
+}
+
+const TrainerOptions& Trainer::options() const {
+  return state_->options;
+}
+int Trainer::start_epoch() const {
+  return state_->start_epoch;
+}
+bool Trainer::active() const {
+  return state_->active;
+}
+torch::nn::Module* Trainer::module() {
+  return state_->model ? &state_->model->module() : nullptr;
+}
+torch::optim::Optimizer* Trainer::optimizer() {
+  return state_->optimizer.get();
+}
+
+Evaluation Trainer::evaluate(const DataSource& data) {
+  State& s = *state_;
+  if (!s.active) return {};
+  return train::evaluate(*s.model, data, s.options.eval_batch > 0 ? s.options.eval_batch : 500,
+                         s.agree, s.data);
+}
+
+void Trainer::fit() {
+  State& s = *state_;
+  if (!s.active) return;
+  const TrainerOptions& o = s.options;
+  const std::int64_t batches_per_epoch = (s.train->size() + o.batch - 1) / o.batch;
+  RunStarted started;
+  started.rank = s.rank;
+  started.start_epoch = s.start_epoch;
+  started.epochs = o.epochs;
+  started.train_examples = s.train->size();
+  started.test_examples = s.test->size();
+  started.batches_per_epoch = batches_per_epoch;
+  started.ranks = o.serial ? 1 : s.ranks;
+  started.layer_ranks = mpi::size(s.comm);
+  started.replicas = s.replicas;
+  started.serial = o.serial;
+  started.torch_threads = torch::get_num_threads();
+  s.notify([&](Observer& obs) { obs.run_started(started); });
+
+  // The timeline: batches first_batch .. first_batch + trace_batches - 1 of this run (counted
+  // over epochs), written as soon as the last of them ends.
+  std::int64_t run_batch = 0;
+  bool trace_pending = !o.trace_path.empty();
+  trace::Settings trace_settings;
+  trace_settings.batches = o.trace_batches;
+  auto write_trace = [&]() {
+    trace_pending = false;
+    trace::write(o.trace_path, s.agree,
+                 fmt::format("\"source\": \"{}\", \"model\": \"{}\", \"serial\": {}, "
+                             "\"layer_ranks\": {}, \"data_ranks\": {}, \"torch_threads\": {}",
+                             o.trace_source, o.model.kind, o.serial ? "true" : "false",
+                             mpi::size(s.comm), s.replicas, torch::get_num_threads()));
+    s.notify([&](Observer& obs) { obs.trace_written({s.rank, o.trace_path}); });
+  };
+  if (trace_pending) trace::start(trace_settings);
+  for (int epoch = s.start_epoch; epoch <= o.epochs; ++epoch)
+    s.train_epoch(epoch, batches_per_epoch, run_batch, trace_pending, write_trace);
+  if (trace_pending) write_trace();  // the run had fewer batches than the traced window
+}
+
+void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std::int64_t& run_batch,
+                                 bool& trace_pending, const std::function<void()>& write_trace) {
+  const TrainerOptions& o = options;
+  const std::int64_t count = train->size();
+  const double epoch_start = now();
+  // The same shuffle on every rank, and on resume: it depends on (seed, epoch) only.
+  std::vector<std::int64_t> order(static_cast<size_t>(count));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(o.model.seed * 7919 + static_cast<std::uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+  const torch::Tensor perm = torch::from_blob(order.data(), {count}, torch::kInt64);
+  for (auto& obs : observers) obs->epoch_started({rank, epoch, count});
+
+  std::vector<double> fwd_ms, bwd_ms, opt_ms, fwd_it, bwd_it, fwd_res, bwd_res;
+  // Wall time of each loop iteration: the time per batch. forward_ms and backward_ms are each
+  // the slowest rank's phase, which in a chain over ranks includes waiting for the other
+  // ranks' previous phase, so their sum overstates the time per batch.
+  std::vector<double> batch_ms;
+  double batch_start = now();
+  // This rank's solver time per batch, forward + backward: steps, waiting, bookkeeping,
+  // outside the solve (ghost exchange, open/close layers) [ms] (`weft plot timing`).
+  std::array<double, 4> split_ms{};
+  double loss_sum = 0, correct_sum = 0;
+  std::int64_t seen = 0, fwd_levels = 1, bwd_levels = 1;
+  std::int64_t k = 0;
+  for (std::int64_t start = 0; start < count; start += o.batch, ++k) {
+    const std::int64_t end = std::min(count, start + o.batch);
+    const std::int64_t n = end - start;
+    if (n < replicas) continue;  // a last batch too small to split: dropped on every rank
+    trace::batch_begin(run_batch);
+    // Replica r takes its share of the global batch (the first n % D replicas one row more).
+    const std::int64_t base = n / replicas, extra = n % replicas;
+    const std::int64_t mine = base + (replica < extra ? 1 : 0);
+    const std::int64_t first = start + replica * base + std::min<std::int64_t>(replica, extra);
+    const torch::Tensor idx = perm.slice(0, first, first + mine);
+    const std::int64_t global_batch = static_cast<std::int64_t>(epoch - 1) * batches_per_epoch + k;
+    model->set_batch_index(global_batch);
+    const double lr = learning_rate(o, global_batch, batches_per_epoch);
+    set_learning_rate(*optimizer, lr);
+    PhaseTimes t;
+    Batch batch;
+    {
+      trace::Span load("load", "train");
+      batch = train->examples(idx, epoch);
+    }
+    BatchOutcome b;
+    try {
+      b = model->train(batch.inputs, batch.labels, *optimizer, t,
+                       static_cast<double>(mine * replicas) / static_cast<double>(n));
+    } catch (const Diverged& e) {
+      for (auto& obs : observers) obs->divergence({rank, epoch, k, e.loss()});
+      throw;
+    }
+    if (replicas > 1) {
+      double sums[2] = {b.loss * static_cast<double>(mine), b.correct};
+      trace::Span reduce("allreduce", "mpi", trace::Kind::Reduce);
+      reduce.reduction(data, sizeof(sums));
+      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, data),
+                 "MPI_Allreduce (batch loss)");
+      b.loss = sums[0] / static_cast<double>(n);
+      b.correct = sums[1];
+    }
+    fwd_ms.push_back(1e3 * t.forward);
+    bwd_ms.push_back(1e3 * t.backward);
+    opt_ms.push_back(1e3 * t.optimizer);
+    if (model->solve_report(true)) {
+      const nn::SolveReport& forward = *model->solve_report(true);
+      const nn::SolveReport& backward = *model->solve_report(false);
+      fwd_it.push_back(forward.result.iterations);
+      bwd_it.push_back(backward.result.iterations);
+      if (auto r = forward.result.final_residual()) fwd_res.push_back(*r);
+      if (auto r = backward.result.final_residual()) bwd_res.push_back(*r);
+      fwd_levels = static_cast<std::int64_t>(forward.statistics.intervals_per_level.size());
+      bwd_levels = static_cast<std::int64_t>(backward.statistics.intervals_per_level.size());
+      for (const nn::SolveReport* r : {&forward, &backward}) {
+        const auto& st = r->statistics;
+        split_ms[0] += 1e3 * st.step_seconds;
+        split_ms[1] += 1e3 * st.comm_seconds;
+        split_ms[2] += 1e3 * st.other_seconds();
+        split_ms[3] += 1e3 * (r->seconds - st.solve_seconds);
+      }
+    }
+    const double batch_end = now();
+    batch_ms.push_back(1e3 * (batch_end - batch_start));
+    batch_start = batch_end;
+    seen += n;
+    loss_sum += b.loss * static_cast<double>(n);
+    correct_sum += b.correct;
+    BatchDone done;
+    done.rank = rank;
+    done.epoch = epoch;
+    done.batch = k;
+    done.global_batch = global_batch;
+    done.seen = seen;
+    done.examples = count;
+    done.loss = b.loss;
+    done.correct = b.correct;
+    done.mean_loss = loss_sum / static_cast<double>(seen);
+    done.mean_accuracy = correct_sum / static_cast<double>(seen);
+    done.learning_rate = lr;
+    for (auto& obs : observers) obs->batch_done(done);
+    trace::batch_end(run_batch);
+    if (trace_pending && run_batch + 1 == trace::Settings{}.first_batch + o.trace_batches)
+      write_trace();
+    ++run_batch;
+  }
+  double times[4] = {steady_mean(fwd_ms), steady_mean(bwd_ms), steady_mean(opt_ms),
+                     steady_mean(batch_ms)},
+         slowest[4];
+  mpi::check(MPI_Allreduce(times, slowest, 4, MPI_DOUBLE, MPI_MAX, agree), "MPI_Allreduce");
+  const Evaluation ev = train::evaluate(
+      *model, *test, o.eval_batch > 0 ? o.eval_batch : std::max<std::int64_t>(o.batch, 500), agree,
+      data);
+  const double epoch_seconds = now() - epoch_start;
+  EpochMetrics m;
+  if (model->solve_report(true)) {
+    const double batches = static_cast<double>(fwd_it.size());
+    for (double& v : split_ms) v /= batches;
+    const int layer_ranks = mpi::size(comm);  // this replica's ranks
+    std::vector<double> all(4 * static_cast<size_t>(layer_ranks));
+    mpi::check(MPI_Gather(split_ms.data(), 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, comm),
+               "MPI_Gather (per-rank timing)");
+    for (int r = 0; r < layer_ranks; ++r) {
+      const double* v = &all[4 * static_cast<size_t>(r)];
+      m.per_rank.push_back({r, v[0], v[1], v[2], v[3]});
+    }
+  }
+  m.epoch = epoch;
+  m.train_loss = loss_sum / static_cast<double>(seen);
+  m.train_accuracy = correct_sum / static_cast<double>(seen);
+  m.test_loss = ev.loss;
+  m.test_accuracy = ev.accuracy;
+  m.epoch_seconds = epoch_seconds;
+  m.forward_ms = slowest[0];
+  m.backward_ms = slowest[1];
+  m.optimizer_ms = slowest[2];
+  m.batch_ms = slowest[3];
+  m.fwd_iterations = mean(fwd_it);
+  m.fwd_residual = mean(fwd_res);
+  m.bwd_iterations = mean(bwd_it);
+  m.bwd_residual = mean(bwd_res);
+  m.ranks = o.serial ? 1 : ranks;
+  m.fwd_levels = fwd_levels;
+  m.bwd_levels = bwd_levels;
+  m.data_ranks = replicas;
+  m.lr_end =
+      learning_rate(o, static_cast<std::int64_t>(epoch) * batches_per_epoch - 1, batches_per_epoch);
+  m.model = o.model.kind;
+  m.serial = o.serial;
+  notify([&](Observer& obs) { obs.evaluation_done({rank, epoch, ev}); });
+  notify([&](Observer& obs) { obs.epoch_done({rank, m}); });
+  if (!o.checkpoint_dir.empty()) {
+    const std::string meta = checkpoint_metadata(o.model, example_shape_of(*train), epoch,
+                                                 train->normalization(), o.optimizer, m);
+    // One checkpoint, written by the first replica (the replicas hold the same parameters);
+    // it loads at any (replicas, ranks per replica).
+    if (replica == 0)
+      mpi::collectively(comm, [&] {
+        if (model->replicated() && mpi::rank(comm) != 0) return;
+        nn::save_checkpoint(o.checkpoint_dir, model->checkpoint_comm(), model->module(),
+                            optimizer.get(), meta);
+      });
+    if (!o.serial && replicas > 1) mpi::check(MPI_Barrier(world), "MPI_Barrier (checkpoint)");
+    notify([&](Observer& obs) { obs.checkpoint_written({rank, epoch, o.checkpoint_dir}); });
+  }
+}
+
+namespace {
+Evaluation evaluate_stored(const std::string& dir, const nn::Network* network,
+                           const DataSource& data, std::int64_t batch, MPI_Comm comm) {
+  if (batch < 1)
+    throw InvalidOption("evaluate_checkpoint", "batch",
+                        std::to_string(batch) + " is invalid; accepted: >= 1");
+  CheckpointInfo info;
+  mpi::collectively(comm, [&] { info = read_checkpoint_info(dir); });
+  check_checkpoint_fits(dir, info, data, network != nullptr);
+  const auto exact = nn::LayerParallelOptions::exact();
+  Classifier model =
+      network ? Classifier(*network, comm, MPI_COMM_NULL, false, exact)
+              : Classifier(info.model, data.example_shape(), comm, MPI_COMM_NULL, false, exact);
+  mpi::collectively(
+      comm, [&] { nn::load_checkpoint(dir, model.checkpoint_comm(), model.module(), nullptr); });
+  return evaluate(model, data, batch, comm);
+}
+}  // namespace
+
+Evaluation evaluate_checkpoint(const std::string& dir, const DataSource& data, std::int64_t batch,
+                               MPI_Comm comm) {
+  return evaluate_stored(dir, nullptr, data, batch, comm);
+}
+
+Evaluation evaluate_checkpoint(const std::string& dir, const nn::Network& network,
+                               const DataSource& data, std::int64_t batch, MPI_Comm comm) {
+  return evaluate_stored(dir, &network, data, batch, comm);
+}
+
+}  // namespace weft::train

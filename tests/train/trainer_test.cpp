@@ -1,0 +1,281 @@
+// weft::train::Trainer as a library: layer-parallel exact mode against the sequential
+// reference, the events observers receive, resume, evaluation of a checkpoint at another rank
+// count, and the errors (bad options, divergence, an observer that throws on one rank).
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "expect.hpp"
+#include "weft/train/model_zoo.hpp"
+#include "weft/train/trainer.hpp"
+#include "weft/util/error.hpp"
+#include "world.hpp"
+
+namespace {
+
+namespace train = weft::train;
+using weft::test::world_rank;
+using weft::test::world_size;
+using weft::test_support::expect_relative;
+
+/// 8x8 images whose label (0..2) is the brightest of three bands of rows.
+std::shared_ptr<train::TensorSource> bands(std::int64_t count, std::uint64_t seed) {
+  torch::manual_seed(seed);  // the same data on every rank
+  torch::Tensor x = torch::rand({count, 1, 8, 8});
+  const torch::Tensor band = torch::randint(0, 3, {count}, torch::kInt64);
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t b = band[i].item<std::int64_t>();
+    x[i].slice(1, 3 * b, 3 * b + 2).add_(1.0);
+  }
+  return std::make_shared<train::TensorSource>(x, band);
+}
+
+train::TrainerOptions small_options() {
+  train::TrainerOptions o;
+  o.model.kind = "resnet";
+  o.model.channels = 2;
+  o.model.steps = 6;
+  o.batch = 16;
+  o.epochs = 2;
+  o.lr = 1e-2;
+  o.lr_schedule = "cosine";
+  o.threads = 1;
+  return o;
+}
+
+/// Everything an observer can see, in order.
+class Recorder : public train::Observer {
+ public:
+  void run_started(const train::RunStarted& e) override {
+    log.push_back("run");
+    started = e;
+  }
+  void epoch_started(const train::EpochStarted& e) override {
+    log.push_back("epoch " + std::to_string(e.epoch));
+  }
+  void batch_done(const train::BatchDone& e) override {
+    log.push_back("batch");
+    batches.push_back(e);
+  }
+  void evaluation_done(const train::EvaluationDone& e) override {
+    log.push_back("evaluation");
+    evaluations.push_back(e.evaluation);
+  }
+  void epoch_done(const train::EpochDone& e) override {
+    log.push_back("done");
+    epochs.push_back(e.metrics);
+  }
+  void checkpoint_written(const train::CheckpointWritten&) override { log.push_back("checkpoint"); }
+  void divergence(const train::DivergenceFound& e) override {
+    log.push_back("divergence");
+    diverged_loss = e.loss;
+  }
+  std::vector<std::string> log;
+  train::RunStarted started;
+  std::vector<train::BatchDone> batches;
+  std::vector<train::Evaluation> evaluations;
+  std::vector<train::EpochMetrics> epochs;
+  double diverged_loss = 0;
+};
+
+std::shared_ptr<Recorder> fit(const train::TrainerOptions& o, MPI_Comm comm = MPI_COMM_WORLD) {
+  train::Trainer trainer(o, bands(64, 1), bands(32, 2), comm);
+  auto recorder = std::make_shared<Recorder>();
+  trainer.add_observer(recorder);
+  trainer.fit();
+  return recorder;
+}
+
+/// A folder every rank of this job names alike (jobs at other rank counts use others).
+std::string shared_folder(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("weft-trainer-test-np" + std::to_string(world_size()) + "-" + name);
+  if (world_rank() == 0) std::filesystem::remove_all(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir.string();
+}
+
+TEST(Trainer, ExactLayerParallelMatchesTheSequentialReference) {
+  const auto parallel = fit(small_options());
+  train::TrainerOptions serial_options = small_options();
+  serial_options.serial = true;
+  const auto serial = fit(serial_options);
+  if (world_rank() != 0) {
+    EXPECT_TRUE(serial->log.empty());  // serial: rank 0 trains alone
+    return;
+  }
+  ASSERT_EQ(parallel->epochs.size(), 2u);
+  ASSERT_EQ(serial->epochs.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    expect_relative(parallel->epochs[e].train_loss, serial->epochs[e].train_loss, 1e-4, "train");
+    expect_relative(parallel->epochs[e].test_loss, serial->epochs[e].test_loss, 1e-4, "test");
+    EXPECT_EQ(parallel->epochs[e].ranks, world_size());
+    EXPECT_EQ(serial->epochs[e].ranks, 1);
+  }
+  // The bands are easy: training must have learnt them.
+  EXPECT_GT(parallel->epochs[1].test_accuracy, 0.6);
+  EXPECT_LT(parallel->epochs[1].train_loss, parallel->epochs[0].train_loss);
+}
+
+TEST(Trainer, ObserversSeeEveryEventInOrder) {
+  train::TrainerOptions o = small_options();
+  o.checkpoint_dir = shared_folder("events");
+  const auto r = fit(o);
+  std::vector<std::string> want{"run"};
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    want.push_back("epoch " + std::to_string(epoch));
+    for (int b = 0; b < 4; ++b) want.push_back("batch");
+    for (const char* e : {"evaluation", "done", "checkpoint"}) want.push_back(e);
+  }
+  EXPECT_EQ(r->log, want);
+  EXPECT_EQ(r->started.train_examples, 64);
+  EXPECT_EQ(r->started.batches_per_epoch, 4);
+  EXPECT_EQ(r->started.ranks, world_size());
+  ASSERT_EQ(r->batches.size(), 8u);
+  for (size_t k = 0; k < 8; ++k) {
+    const train::BatchDone& b = r->batches[k];
+    EXPECT_EQ(b.global_batch, static_cast<std::int64_t>(k));
+    EXPECT_EQ(b.seen, 16 * static_cast<std::int64_t>(k % 4 + 1));
+    EXPECT_DOUBLE_EQ(b.learning_rate, train::learning_rate(o, b.global_batch, 4));
+  }
+  EXPECT_DOUBLE_EQ(r->batches.back().mean_loss, r->epochs.back().train_loss);
+  // The evaluation event and the epoch's metrics agree, and the confusion matrix counts every
+  // test example once.
+  ASSERT_EQ(r->evaluations.size(), 2u);
+  EXPECT_DOUBLE_EQ(r->evaluations[1].accuracy, r->epochs[1].test_accuracy);
+  std::int64_t counted = 0;
+  for (std::int64_t n : r->evaluations[1].confusion) counted += n;
+  EXPECT_EQ(counted, 32);
+  EXPECT_EQ(r->epochs[1].per_rank.size(), static_cast<size_t>(world_size()));
+}
+
+TEST(Trainer, ResumedRunFollowsTheUninterruptedOne) {
+  train::TrainerOptions o = small_options();
+  o.lr_schedule = "constant";  // the 1-epoch run's schedule is then the 3-epoch run's
+  o.epochs = 3;
+  const auto straight = fit(o);
+  o.epochs = 1;
+  o.checkpoint_dir = shared_folder("resume");
+  fit(o);
+  o.epochs = 3;
+  o.resume_dir = o.checkpoint_dir;
+  o.checkpoint_dir.clear();
+  o.model.channels = 99;  // the checkpoint's model replaces the options' one
+  const auto resumed = fit(o);
+  ASSERT_EQ(resumed->epochs.size(), 2u);
+  EXPECT_EQ(resumed->started.start_epoch, 2);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(resumed->epochs[e].epoch, straight->epochs[e + 1].epoch);
+    EXPECT_DOUBLE_EQ(resumed->epochs[e].train_loss, straight->epochs[e + 1].train_loss);
+    EXPECT_DOUBLE_EQ(resumed->epochs[e].test_loss, straight->epochs[e + 1].test_loss);
+  }
+}
+
+TEST(Trainer, CheckpointEvaluatesAlikeAtAnotherRankCount) {
+  train::TrainerOptions o = small_options();
+  o.epochs = 1;
+  o.checkpoint_dir = shared_folder("evaluate");
+  auto test = bands(32, 2);
+  train::Trainer trainer(o, bands(64, 1), test, MPI_COMM_WORLD);
+  trainer.fit();
+  const train::Evaluation here = trainer.evaluate(*test);
+  const train::Evaluation all =
+      train::evaluate_checkpoint(o.checkpoint_dir, *test, 500, MPI_COMM_WORLD);
+  expect_relative(all.loss, here.loss, 1e-6, "loss over every rank");
+  EXPECT_EQ(all.confusion, here.confusion);
+  if (world_rank() == 0) {  // one rank alone
+    const train::Evaluation one =
+        train::evaluate_checkpoint(o.checkpoint_dir, *test, 7, MPI_COMM_SELF);
+    expect_relative(one.loss, here.loss, 1e-5, "loss on one rank");
+    EXPECT_EQ(one.confusion, here.confusion);
+  }
+}
+
+TEST(Trainer, NetworkOfTheUsersOwnTrainsLikeTheZoosModel) {
+  train::TrainerOptions o = small_options();
+  o.epochs = 1;
+  o.checkpoint_dir = shared_folder("custom");
+  const auto zoo = fit(o);
+  const weft::nn::Network network = train::build_network(o.model, {1, 8, 8});
+  auto test = bands(32, 2);
+  train::Trainer trainer(o, network, bands(64, 1), test, MPI_COMM_WORLD);
+  auto custom = std::make_shared<Recorder>();
+  trainer.add_observer(custom);
+  trainer.fit();
+  EXPECT_EQ(trainer.options().model.kind, "custom");
+  ASSERT_EQ(custom->epochs.size(), 1u);
+  EXPECT_DOUBLE_EQ(custom->epochs[0].train_loss, zoo->epochs[0].train_loss);
+  EXPECT_DOUBLE_EQ(custom->epochs[0].test_loss, zoo->epochs[0].test_loss);
+  // Its checkpoint is evaluated with the network, and refused without it.
+  const train::Evaluation stored =
+      train::evaluate_checkpoint(o.checkpoint_dir, network, *test, 500, MPI_COMM_WORLD);
+  expect_relative(stored.loss, custom->epochs[0].test_loss, 1e-6, "custom checkpoint");
+  EXPECT_THROW(train::evaluate_checkpoint(o.checkpoint_dir, *test, 500, MPI_COMM_WORLD),
+               weft::BadData);
+}
+
+TEST(Trainer, InvalidOptionsNameTheirField) {
+  auto expect_field = [](train::TrainerOptions o, const std::string& field) {
+    try {
+      train::Trainer trainer(o, bands(8, 1), bands(8, 2), MPI_COMM_WORLD);
+      ADD_FAILURE() << field << " accepted";
+    } catch (const weft::InvalidOption& e) {
+      EXPECT_EQ(e.option(), field) << e.what();
+    }
+  };
+  train::TrainerOptions o = small_options();
+  o.batch = 0;
+  expect_field(o, "batch");
+  o = small_options();
+  o.optimizer = "rmsprop";
+  expect_field(o, "optimizer");
+  o = small_options();
+  o.lr_schedule = "step";
+  expect_field(o, "lr_schedule");
+  o = small_options();
+  o.data_ranks = world_size() + 1;
+  expect_field(o, "data_ranks");
+  EXPECT_THROW(train::TensorSource(torch::zeros({4, 1, 8, 8}), torch::zeros({3}, torch::kInt64)),
+               weft::BadData);
+}
+
+TEST(Trainer, DivergenceStopsEveryRank) {
+  train::TrainerOptions o = small_options();
+  o.optimizer = "sgd";
+  o.lr = 1e8;
+  train::Trainer trainer(o, bands(64, 1), bands(32, 2), MPI_COMM_WORLD);
+  auto r = std::make_shared<Recorder>();
+  trainer.add_observer(r);
+  EXPECT_THROW(trainer.fit(), train::Diverged);
+  ASSERT_FALSE(r->log.empty());
+  EXPECT_EQ(r->log.back(), "divergence");
+  EXPECT_FALSE(std::isfinite(r->diverged_loss));
+}
+
+/// Throws on rank 0 only: every rank must end with the error, none may wait.
+class FailingObserver : public train::Observer {
+ public:
+  void epoch_done(const train::EpochDone& e) override {
+    if (e.rank == 0) throw weft::BadData("the metrics disk is full");
+  }
+};
+
+TEST(Trainer, AnObserverFailingOnOneRankEndsEveryRank) {
+  train::Trainer trainer(small_options(), bands(64, 1), bands(32, 2), MPI_COMM_WORLD);
+  trainer.add_observer(std::make_shared<FailingObserver>());
+  try {
+    trainer.fit();
+    ADD_FAILURE() << "no error";
+  } catch (const weft::BadData& e) {
+    EXPECT_NE(std::string(e.what()).find("the metrics disk is full"), std::string::npos);
+  }
+}
+
+}  // namespace
