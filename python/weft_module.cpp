@@ -1,19 +1,13 @@
 // The extension weft._weft: weft::nn::LayerParallel and weft::nn::Recurrent for Python
-// (python/weft/__init__.py wraps them in torch.nn.Modules). One file past ~600 lines on purpose:
-// it is the extension's only LibTorch/pybind11 translation unit (~35 s of compile each); the
-// LibTorch-free options and statistics bindings are in options_module.cpp.
+// (python/weft/__init__.py wraps them in torch.nn.Modules). The Trainer is bound in
+// trainer_module.cpp, the LibTorch-free options and statistics in options_module.cpp; Python
+// layers, networks of Python factories and the agreement of collective calls (every rank
+// raises the same exception, or none does) in python_layers.hpp.
 //
 // Step, open and close layers come from Python factories as TorchScript modules (run through
 // their torch::jit::Module, without the GIL) or as plain torch.nn.Modules (called under the
 // GIL). Either way the C++ side registers the module's own parameter and buffer tensors, so
 // parameters seen from Python are the tensors weft updates and whose .grad autograd fills.
-//
-// Errors: every collective call runs to its end on every rank and then agrees on the outcome
-// (an allreduce and a broadcast on a private communicator), so all ranks raise the same Python
-// exception with the same message, or none does. A failure inside a layer (a Python exception,
-// a TorchScript error) is not thrown through the solver, which would leave the other ranks
-// waiting in MPI: the layer records it and returns NaN, the solve runs to its end, and the
-// agreement raises weft.StepError on every rank.
 #include <mpi4py/mpi4py.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -34,6 +28,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "python_layers.hpp"
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/nn/recurrent.hpp"
 #include "weft/util/error.hpp"
@@ -46,300 +41,20 @@ using torch::Tensor;
 namespace weft::python {
 namespace {
 
-// ------------------------------------------------------------------------------------------
-// Python exception types (created in PYBIND11_MODULE, alive as module attributes).
-
-// In order of precedence when ranks fail differently (see PyLayerParallel::agree).
-enum class Kind : int { Step = 0, Type, Invalid, BadData, Divergence, Mpi, Other, None };
-PyObject* exception_types[static_cast<int>(Kind::None)] = {};
-
-[[noreturn]] void raise(Kind kind, const std::string& message) {
-  PyErr_SetString(exception_types[static_cast<int>(kind)], message.c_str());
-  throw py::error_already_set();
-}
-
-/// "Type: message" of a Python exception, without the traceback pybind11 appends.
-std::string python_message(const py::error_already_set& e) {
-  std::string text = e.what();
-  const auto traceback = text.find("\n\nAt:\n");
-  if (traceback != std::string::npos) text.erase(traceback);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
-/// Releases a Python object under the GIL (its holder may die on a thread without it).
-void release(py::object& object) {
-  if (!object || !Py_IsInitialized()) {
-    object.release();
-    return;
-  }
-  py::gil_scoped_acquire gil;
-  object = py::object();
-}
-
-std::shared_ptr<py::object> hold(py::object object) {
-  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* p) {
-    release(*p);
-    delete p;
-  });
-}
-
-// ------------------------------------------------------------------------------------------
-// Layers given from Python.
-
-/// The first layer failure of a collective call on this rank, kept until the call agrees.
-class Failures {
- public:
-  explicit Failures(int rank) : rank_(rank) {}
-  void record(const std::string& what, const std::string& message) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (first_.empty()) first_ = what + " failed on rank " + std::to_string(rank_) + ": " + message;
-  }
-  std::string take() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return std::exchange(first_, std::string());
-  }
-
- private:
-  int rank_;
-  std::mutex mutex_;
-  std::string first_;
-};
-
-/// A module from Python (its parameters and buffers registered under their Python names) with
-/// a forward that never throws.
-class PythonLayer : public torch::nn::Module {
- public:
-  PythonLayer(py::object module, std::string what, std::shared_ptr<Failures> failures)
-      : module_(std::move(module)), what_(std::move(what)), failures_(std::move(failures)) {}
-  ~PythonLayer() override { release(module_); }
-  PythonLayer(const PythonLayer&) = delete;
-  PythonLayer& operator=(const PythonLayer&) = delete;
-
-  virtual Tensor forward(const Tensor& x) = 0;
-  const py::object& module() const { return module_; }
-
- protected:
-  /// Records the failure and returns NaN of x's shape, so the solve runs to its end. Under
-  /// autograd the NaN depends on x and on every parameter, so that an adjoint step that
-  /// differentiates it (a failure during backward) completes too, with NaN gradients.
-  Tensor failed(const Tensor& x, const std::string& message) {
-    failures_->record(what_, message);
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    Tensor y = x * nan;
-    if (torch::GradMode::is_enabled())
-      for (const Tensor& p : parameters())
-        if (p.requires_grad()) y = y + p.sum() * nan;
-    return y;
-  }
-
- private:
-  py::object module_;
-  std::string what_;
-  std::shared_ptr<Failures> failures_;
-};
-
-/// A TorchScript module: forward through its torch::jit::Module, no GIL.
-class ScriptLayer final : public PythonLayer {
- public:
-  ScriptLayer(py::object module, torch::jit::Module script, std::string what,
-              std::shared_ptr<Failures> failures)
-      : PythonLayer(std::move(module), std::move(what), std::move(failures)),
-        script_(std::move(script)) {
-    register_tree(*this, script_);
-  }
-  Tensor forward(const Tensor& x) override {
-    try {
-      torch::jit::IValue y = script_.forward({x});
-      if (!y.isTensor()) return failed(x, "forward returned " + y.tagKind() + ", not a tensor");
-      return y.toTensor();
-    } catch (const c10::Error& e) {
-      return failed(x, e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      return failed(x, e.what());
-    }
-  }
-  void train(bool on) override {
-    torch::nn::Module::train(on);
-    script_.train(on);
-  }
-
- private:
-  static void register_tree(torch::nn::Module& into, const torch::jit::Module& from) {
-    for (const auto& p : from.named_parameters(/*recurse=*/false))
-      into.register_parameter(p.name, p.value, p.value.requires_grad());
-    for (const auto& b : from.named_buffers(/*recurse=*/false))
-      if (b.value.defined()) into.register_buffer(b.name, b.value);
-    for (const auto& c : from.named_children()) {
-      auto child = std::make_shared<torch::nn::Module>(c.name);
-      register_tree(*child, c.value);
-      into.register_module(c.name, child);
-    }
-  }
-  torch::jit::Module script_;
-};
-
-/// A plain torch.nn.Module: forward under the GIL.
-class EagerLayer final : public PythonLayer {
- public:
-  EagerLayer(const py::object& module, std::string what, std::shared_ptr<Failures> failures)
-      : PythonLayer(module, std::move(what), std::move(failures)) {
-    register_tree(*this, module);
-  }
-  Tensor forward(const Tensor& x) override {
-    py::gil_scoped_acquire gil;
-    try {
-      py::object y = module()(x);
-      if (!THPVariable_Check(y.ptr()))
-        return failed(x, "forward returned " + std::string(py::str(y.get_type().attr("__name__"))) +
-                             ", not a tensor");
-      return THPVariable_Unpack(y.ptr());
-    } catch (py::error_already_set& e) {
-      return failed(x, python_message(e));
-    } catch (const std::exception& e) {
-      return failed(x, e.what());
-    }
-  }
-  void train(bool on) override {
-    torch::nn::Module::train(on);
-    py::gil_scoped_acquire gil;
-    module().attr("train")(on);
-  }
-
- private:
-  static void register_tree(torch::nn::Module& into, const py::object& from) {
-    for (auto item : from.attr("named_parameters")(py::arg("recurse") = false)) {
-      auto pair = item.cast<py::tuple>();
-      const Tensor t = pair[1].cast<Tensor>();
-      into.register_parameter(pair[0].cast<std::string>(), t, t.requires_grad());
-    }
-    for (auto item : from.attr("named_buffers")(py::arg("recurse") = false)) {
-      auto pair = item.cast<py::tuple>();
-      if (!pair[1].is_none())
-        into.register_buffer(pair[0].cast<std::string>(), pair[1].cast<Tensor>());
-    }
-    for (auto item : from.attr("named_children")()) {
-      auto pair = item.cast<py::tuple>();
-      const auto name = pair[0].cast<std::string>();
-      auto child = std::make_shared<torch::nn::Module>(name);
-      register_tree(*child, py::reinterpret_borrow<py::object>(pair[1]));
-      into.register_module(name, child);
-    }
-  }
-};
-
-/// What a factory returned, as a weft layer; called with the GIL held.
-nn::Layer to_layer(const py::object& module, const std::string& what,
-                   const std::shared_ptr<Failures>& failures) {
-  if (auto script = torch::jit::as_module(module))
-    return nn::Layer(std::make_shared<ScriptLayer>(module, *script, what, failures));
-  static py::handle module_type = py::module_::import("torch.nn").attr("Module");
-  if (py::isinstance(module, module_type))
-    return nn::Layer(std::make_shared<EagerLayer>(module, what, failures));
-  throw InvalidOption("it returned a " + std::string(py::str(module.get_type().attr("__name__"))) +
-                      ", not a torch.nn.Module or TorchScript module");
-}
-
-/// A factory call from C++ (layer construction happens inside collective calls): failures are
-/// recorded and an identity layer stands in until the call agrees.
-nn::Layer build(const std::function<py::object()>& call, const std::string& what,
-                const std::shared_ptr<Failures>& failures) {
-  py::gil_scoped_acquire gil;
-  try {
-    return to_layer(call(), what, failures);
-  } catch (py::error_already_set& e) {
-    failures->record("the factory of the " + what, python_message(e));
-  } catch (const std::exception& e) {
-    failures->record("the factory of the " + what, e.what());
-  }
-  return nn::Layer(torch::nn::Identity());
-}
-
-// ------------------------------------------------------------------------------------------
-// The module.
-
-MPI_Comm communicator_of(const py::object& comm) {
-  if (!PyObject_TypeCheck(comm.ptr(), &PyMPIComm_Type)) {
-    PyErr_SetString(PyExc_TypeError,
-                    ("weft.LayerParallel: comm must be an mpi4py communicator (mpi4py.MPI.Comm), "
-                     "not a " +
-                     std::string(py::str(comm.get_type().attr("__name__"))))
-                        .c_str());
-    throw py::error_already_set();
-  }
-  MPI_Comm* c = PyMPIComm_Get(comm.ptr());
-  if (!c) throw py::error_already_set();
-  if (*c == MPI_COMM_NULL) throw py::type_error("weft.LayerParallel: comm is MPI.COMM_NULL");
-  return *c;
-}
-
 class PyLayerParallel {
  public:
   /// `stages`: None, or a list of (steps, t_final, step factory, transition factory or None);
   /// `data_comm`: None, or the replicas' mpi4py communicator (data x layer parallelism).
   PyLayerParallel(const py::object& comm, std::int64_t steps, double t_final, py::object step,
                   py::object open, py::object close, const nn::LayerParallelOptions& options,
-                  const py::object& stages, const py::object& data_comm) {
+                  const py::object& stages, const py::object& data_comm)
+      : agreement_(communicator_of(comm)) {
     const MPI_Comm parent = communicator_of(comm);
     const MPI_Comm data = data_comm.is_none() ? MPI_COMM_NULL : communicator_of(data_comm);
-    {
-      py::gil_scoped_release nogil;
-      MPI_Comm_dup(parent, &agree_);
-    }
-    int rank = 0;
-    MPI_Comm_rank(agree_, &rank);
-    failures_ = std::make_shared<Failures>(rank);
-    nn::Network net;
-    net.steps = steps;
-    net.t_final = t_final;
-    auto failures = failures_;
-    if (!step.is_none()) {
-      auto factory = hold(std::move(step));
-      net.step = [factory, failures](std::int64_t n) {
-        return build([&] { return (*factory)(n); }, "step layer " + std::to_string(n), failures);
-      };
-    }
-    if (!stages.is_none()) {
-      for (const py::handle item : stages) {
-        const auto t = py::reinterpret_borrow<py::tuple>(item);
-        nn::Stage st;
-        st.steps = t[0].cast<std::int64_t>();
-        st.t_final = t[1].cast<double>();
-        auto step_factory = hold(py::reinterpret_borrow<py::object>(t[2]));
-        st.step = [step_factory, failures](std::int64_t n) {
-          return build([&] { return (*step_factory)(n); }, "step layer " + std::to_string(n),
-                       failures);
-        };
-        if (!t[3].is_none()) {
-          auto transition = hold(py::reinterpret_borrow<py::object>(t[3]));
-          st.transition = [transition, failures](std::int64_t n) {
-            return build([&] { return (*transition)(n); }, "transition layer " + std::to_string(n),
-                         failures);
-          };
-        }
-        net.stages.push_back(st);
-      }
-    }
-    if (!open.is_none()) {
-      auto factory = hold(std::move(open));
-      net.open = [factory, failures] {
-        return build([&] { return (*factory)(); }, "open layer", failures);
-      };
-    }
-    if (!close.is_none()) {
-      auto factory = hold(std::move(close));
-      net.close = [factory, failures] {
-        return build([&] { return (*factory)(); }, "close layer", failures);
-      };
-    }
-    try {
-      collective([&] { model_ = nn::LayerParallel(parent, data, net, options); });
-    } catch (...) {  // the destructor does not run for a constructor that throws
-      free_communicator();
-      throw;
-    }
+    const nn::Network net = python_network(steps, t_final, std::move(step), std::move(open),
+                                           std::move(close), stages, agreement_.failures());
+    collective([&] { model_ = nn::LayerParallel(parent, data, net, options); });
   }
-  ~PyLayerParallel() { free_communicator(); }
   PyLayerParallel(const PyLayerParallel&) = delete;
   PyLayerParallel& operator=(const PyLayerParallel&) = delete;
 
@@ -416,8 +131,6 @@ class PyLayerParallel {
   nn::LayerParallel& model() { return model_; }
 
  private:
-  /// Runs `call` without the GIL on every rank, then agrees: every rank raises the same
-  /// exception (see agree()) or none does.
   /// A tensor argument of a collective call: a tensor, or None (undefined); anything else is
   /// noted in `bad` (a TypeError on every rank once the call has run with an undefined tensor).
   static Tensor tensor_argument(const py::object& value, const char* what, std::string& bad) {
@@ -428,65 +141,13 @@ class PyLayerParallel {
     return Tensor();
   }
 
-  /// Runs `call` without the GIL on every rank, then agrees: every rank raises the same
-  /// exception (see agree()) or none does. `bad_argument`: this rank's argument error.
+  /// Runs `call` without the GIL on every rank, then agrees (python_layers.hpp).
   template <class F>
   void collective(F&& call, const std::string& bad_argument = std::string()) {
-    Kind kind = Kind::None;
-    std::string message;
-    {
-      py::gil_scoped_release nogil;
-      try {
-        call();
-      } catch (const InvalidOption& e) {
-        kind = Kind::Invalid, message = e.what();
-      } catch (const BadData& e) {
-        kind = Kind::BadData, message = e.what();
-      } catch (const Divergence& e) {
-        kind = Kind::Divergence, message = e.what();
-      } catch (const MpiError& e) {
-        kind = Kind::Mpi, message = e.what();
-      } catch (const c10::Error& e) {
-        kind = Kind::Other, message = e.what_without_backtrace();
-      } catch (const std::exception& e) {
-        kind = Kind::Other, message = e.what();
-      }
-      std::string step = failures_->take();
-      if (!bad_argument.empty()) kind = Kind::Type, message = bad_argument;
-      if (!step.empty()) kind = Kind::Step, message = std::move(step);
-      if (!agree(kind, message)) return;
-    }
-    raise(kind, message);
+    agreement_.run(std::forward<F>(call), bad_argument);
   }
 
-  /// True when some rank failed; then `kind` and `message` are the chosen rank's everywhere:
-  /// the most specific kind (a layer failure first), and among equals the highest rank (the
-  /// output rank knows why the loss criterion failed; the others only that it did).
-  bool agree(Kind& kind, std::string& message) {
-    int ranks = 1, rank = 0;
-    MPI_Comm_size(agree_, &ranks);
-    MPI_Comm_rank(agree_, &rank);
-    const int mine = static_cast<int>(kind) * ranks + (ranks - 1 - rank);
-    int first = 0;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, agree_);
-    if (first / ranks == static_cast<int>(Kind::None)) return false;
-    const int root = ranks - 1 - first % ranks;
-    auto length = static_cast<std::int64_t>(message.size());
-    MPI_Bcast(&length, 1, MPI_INT64_T, root, agree_);
-    message.resize(static_cast<size_t>(length));
-    MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, root, agree_);
-    kind = static_cast<Kind>(first / ranks);
-    return true;
-  }
-
-  void free_communicator() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && agree_ != MPI_COMM_NULL) MPI_Comm_free(&agree_);
-  }
-
-  MPI_Comm agree_ = MPI_COMM_NULL;
-  std::shared_ptr<Failures> failures_;
+  Agreement agreement_;
   nn::LayerParallel model_{nullptr};
 };
 
@@ -568,7 +229,7 @@ PYBIND11_MODULE(_weft, m) {
   using namespace weft::python;
   using weft::python::Kind;
   m.doc() = "weft's C++ layer-parallel module; use the Python package `weft`";
-  if (import_mpi4py() < 0) throw py::error_already_set();
+  if (import_mpi4py() < 0 || !import_mpi4py_api()) throw py::error_already_set();
 
   // weft.Error (RuntimeError) and its kinds; weft.StepError for failures inside a layer.
   PyObject* base = PyErr_NewException("weft.Error", PyExc_RuntimeError, nullptr);
@@ -599,6 +260,7 @@ PYBIND11_MODULE(_weft, m) {
   });
 
   bind_options(m);
+  bind_training(m);
   m.def("keep_freed_memory", &weft::keep_freed_memory,
         "Keep memory that training frees in the process (glibc: blocks up to 32 MiB from the heap, "
         "no trimming) instead of faulting it in again every batch, as the weft CLI does. "

@@ -8,17 +8,16 @@ The network is `weft train`'s (include/weft/models/image_resnet.hpp):
   open:  conv3x3 1->C + ReLU
   steps: N blocks  x <- x + h * ReLU(conv3x3(ReLU(conv3x3(x))))  at C channels, h = T/N
   close: flatten -> linear(C*H*W -> 32) -> ReLU -> linear(32 -> 10)
-The flags follow TorchBraid's MNIST example (--steps --channels --lp-levels --lp-cfactor
---lp-fwd-iters --lp-bwd-iters --batch-size --epochs --train-size --seed); --lp-levels 1 (the
-default) is the exact mode, which equals sequential backprop. --metrics FILE writes one JSON line
-per epoch with the keys of `weft train --metrics`. Run with PYTHONPATH=build/python from a build
-tree (or after `cmake --install`).
+The network is defined here, in Python; weft.Trainer (the C++ loop `weft train` runs) trains
+it: shuffles, batches, Adam, evaluation, metrics. The flags follow TorchBraid's MNIST example
+(--steps --channels --lp-levels --lp-cfactor --lp-fwd-iters --lp-bwd-iters --batch-size --epochs
+--train-size --seed); --lp-levels 1 (the default) is the exact mode, which equals sequential
+backprop. --metrics FILE writes one JSON line per epoch with the keys of `weft train --metrics`.
+Run with PYTHONPATH=build/python from a build tree (or after `cmake --install`).
 """
 import argparse
 import json
-import os
 import sys
-import time
 
 from mpi4py import MPI
 import torch
@@ -86,15 +85,15 @@ def options(args):
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=weft.data.FASHION_MNIST, help="MNIST-format data folder")
-    p.add_argument("--steps", type=int, default=8, help="residual steps N = layers (default 8)")
-    p.add_argument("--channels", type=int, default=4, help="channels C (default 4)")
+    for flag, default, text in (("--steps", 8, "residual steps N = layers"),
+                                ("--channels", 4, "channels C"),
+                                ("--lp-levels", 1, "MGRIT levels; 1 = exact"),
+                                ("--lp-cfactor", 4, "coarsening factor"),
+                                ("--lp-fwd-iters", 2, "forward iterations"),
+                                ("--lp-bwd-iters", 1, "backward iterations"),
+                                ("--batch-size", 50, "batch size"), ("--epochs", 2, "epochs")):
+        p.add_argument(flag, type=int, default=default, help=f"{text} (default {default})")
     p.add_argument("--tf", type=float, default=1.0, help="final time T, h = T/N (default 1)")
-    p.add_argument("--lp-levels", type=int, default=1, help="MGRIT levels; 1 = exact (default)")
-    p.add_argument("--lp-cfactor", type=int, default=4, help="coarsening factor (default 4)")
-    p.add_argument("--lp-fwd-iters", type=int, default=2, help="forward iterations (default 2)")
-    p.add_argument("--lp-bwd-iters", type=int, default=1, help="backward iterations (default 1)")
-    p.add_argument("--batch-size", type=int, default=50, help="batch size (default 50)")
-    p.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
     p.add_argument("--train-size", type=int, default=-1, help="training images (default all)")
     p.add_argument("--test-size", type=int, default=-1, help="test images (default all)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
@@ -112,119 +111,45 @@ def parse(argv):
     return args
 
 
-def steady_mean(values):
-    """Mean over batches, skipping the first two (warm-up) when there are more."""
-    values = values[2:] if len(values) > 2 else values
-    return sum(values) / len(values) if values else 0.0
+class Report:
+    """An observer: one line per epoch on rank 0, and the --metrics JSON lines."""
 
+    def __init__(self, metrics):
+        self.metrics = metrics
 
-def mean_or_none(values):
-    return sum(values) / len(values) if values else None
-
-
-def evaluate(model, images, labels, batch):
-    model.eval()
-    loss_sum = correct = 0.0
-    with torch.no_grad():
-        for start in range(0, len(labels), batch):
-            x, y = images[start:start + batch], labels[start:start + batch]
-            out = model(x if model.owns_input else None)
-            if model.owns_output:
-                loss_sum += F.cross_entropy(out, y, reduction="sum").item()
-                correct += out.argmax(1).eq(y).sum().item()
-    model.train()
-    n = len(labels)
-    return (model.broadcast_from_output(loss_sum) / n, model.broadcast_from_output(correct) / n)
+    def epoch_done(self, d):
+        if d["rank"] != 0:
+            return
+        print(f"epoch {d['epoch']}: train loss {d['train_loss']:.4f} acc {d['train_accuracy']:.4f}"
+              f" | test loss {d['test_loss']:.4f} acc {d['test_accuracy']:.4f} | "
+              f"{d['epoch_seconds']:.1f} s | per batch {d['batch_ms']:.1f} ms", flush=True)
+        if self.metrics:
+            with open(self.metrics, "a") as out:
+                out.write(json.dumps({k: v for k, v in d.items() if k != "rank"}) + "\n")
 
 
 def main(argv=None):
     args = parse(argv)
     comm = MPI.COMM_WORLD
-    rank, ranks = comm.rank, comm.size
-    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // ranks))
-
     train_raw, train_labels = weft.data.load_split(args.data, "train", args.train_size)
     test_raw, test_labels = weft.data.load_split(args.data, "test", args.test_size)
     mean, std = weft.data.normalization(train_raw)
-    train_images = weft.data.normalize(train_raw, mean, std)
-    test_images = weft.data.normalize(test_raw, mean, std)
-    height, width = train_images.shape[2], train_images.shape[3]
-
-    model = weft.LayerParallel(comm, args.steps, args.tf, options=options(args),
-                               **network(args, height, width))
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    if rank == 0:
-        print(f"train_mnist.py: layer-parallel on {ranks} rank(s), {len(train_labels)} training"
-              f" / {len(test_labels)} test images {height}x{width} from {args.data}")
+    height, width = train_raw.shape[2], train_raw.shape[3]
+    if args.metrics and comm.rank == 0:
+        open(args.metrics, "w").close()
+    trainer = weft.Trainer(
+        comm, (weft.data.normalize(train_raw, mean, std), train_labels),
+        (weft.data.normalize(test_raw, mean, std), test_labels),
+        network=dict(steps=args.steps, t_final=args.tf, **network(args, height, width)),
+        normalization=(mean, std), seed=args.seed, parallel=options(args), batch=args.batch_size,
+        epochs=args.epochs, lr=args.lr, threads=args.threads, observers=[Report(args.metrics)])
+    if comm.rank == 0:
+        print(f"train_mnist.py: layer-parallel on {comm.size} rank(s), {len(train_labels)} "
+              f"training / {len(test_labels)} test images {height}x{width} from {args.data}")
         print(f"  model: {args.steps} steps at {args.channels} channels, T {args.tf:g}, "
               f"{'Python' if args.python_steps else 'TorchScript'} layers; seed {args.seed}")
-        print("  mgrit:\n    " + str(model.options).replace("\n", "\n    "), flush=True)
-    metrics = open(args.metrics, "w") if args.metrics and rank == 0 else None
-
-    count = len(train_labels)
-    for epoch in range(1, args.epochs + 1):
-        epoch_start = time.perf_counter()
-        order = torch.randperm(count, generator=torch.Generator().manual_seed(
-            args.seed * 7919 + epoch))  # the same on every rank
-        fwd_ms, bwd_ms, opt_ms, fwd_it, bwd_it, fwd_res, bwd_res = ([] for _ in range(7))
-        batch_ms = []  # wall time per loop iteration (the phases' maxima overstate it in a chain)
-        batch_start = time.perf_counter()
-        loss_sum = correct_sum = 0.0
-        for start in range(0, count, args.batch_size):
-            idx = order[start:start + args.batch_size]
-            x, y = train_images[idx], train_labels[idx]
-            optimizer.zero_grad()
-            t0 = time.perf_counter()
-            out = model(x if model.owns_input else None)
-            t1 = time.perf_counter()
-            correct = [0.0]
-
-            def criterion(logits):
-                correct[0] = logits.argmax(1).eq(y).sum().item()
-                return F.cross_entropy(logits, y)
-
-            loss = model.loss(out, criterion)
-            loss_value = loss.item()
-            loss.backward()
-            t2 = time.perf_counter()
-            optimizer.step()
-            t3 = time.perf_counter()
-            fwd_ms.append(1e3 * (t1 - t0))
-            bwd_ms.append(1e3 * (t2 - t1))
-            opt_ms.append(1e3 * (t3 - t2))
-            batch_ms.append(1e3 * (t3 - batch_start))
-            batch_start = t3
-            s = model.statistics()
-            fwd_it.append(s["forward"]["iterations"])
-            bwd_it.append(s["backward"]["iterations"])
-            if s["forward"]["final_residual"] is not None:
-                fwd_res.append(s["forward"]["final_residual"])
-            if s["backward"]["final_residual"] is not None:
-                bwd_res.append(s["backward"]["final_residual"])
-            loss_sum += loss_value * len(y)
-            correct_sum += model.broadcast_from_output(correct[0])
-        times = [comm.allreduce(steady_mean(v), op=MPI.MAX)
-                 for v in (fwd_ms, bwd_ms, opt_ms, batch_ms)]
-        test_loss, test_accuracy = evaluate(model, test_images, test_labels,
-                                            max(args.batch_size, 500))
-        record = {"epoch": epoch, "train_loss": loss_sum / count,
-                  "train_accuracy": correct_sum / count, "test_loss": test_loss,
-                  "test_accuracy": test_accuracy,
-                  "epoch_seconds": time.perf_counter() - epoch_start,
-                  "forward_ms": times[0], "backward_ms": times[1], "optimizer_ms": times[2],
-                  "batch_ms": times[3],
-                  "fwd_iterations": mean_or_none(fwd_it), "fwd_residual": mean_or_none(fwd_res),
-                  "bwd_iterations": mean_or_none(bwd_it), "bwd_residual": mean_or_none(bwd_res),
-                  "ranks": ranks, "serial": False}
-        if rank == 0:
-            print(f"epoch {epoch}: train loss {record['train_loss']:.4f} acc "
-                  f"{record['train_accuracy']:.4f} | test loss {test_loss:.4f} acc "
-                  f"{test_accuracy:.4f} | {record['epoch_seconds']:.1f} s | per batch: forward "
-                  f"{times[0]:.1f} ms, backward {times[1]:.1f} ms, optimizer {times[2]:.2f} ms",
-                  flush=True)
-            if metrics:
-                metrics.write(json.dumps(record) + "\n")
-                metrics.flush()
+        print("  mgrit:\n    " + str(options(args)).replace("\n", "\n    "), flush=True)
+    trainer.fit()
     return 0
 
 

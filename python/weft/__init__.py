@@ -33,10 +33,14 @@ from ._weft import (  # noqa: F401
     InvalidOption,
     LayerParallelCore,
     MgritOptions,
+    ModelConfig,
     MpiError,
     Options,
     RecurrentCore,
     StepError,
+    TrainerCore,
+    TrainerOptions,
+    checkpoint_info,
     keep_freed_memory,
     trace_batch_begin,
     trace_batch_end,
@@ -47,7 +51,7 @@ from ._weft import (  # noqa: F401
 )
 
 __all__ = [
-    "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
+    "Trainer", "TrainerOptions", "ModelConfig", "checkpoint_info", "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
     "BadData", "Divergence", "MpiError", "StepError", "keep_freed_memory", "trace_start", "trace_batch", "trace_phase",
     "trace_batch_begin", "trace_batch_end", "trace_write", "trace_stop",
 ]
@@ -342,3 +346,109 @@ class Recurrent(_CoreModule):
     def local_steps(self, length):
         """The steps (first, end) this rank computes for a sequence of `length` steps."""
         return self._core.local_steps(int(length))
+
+
+def _network_spec(network):
+    """(steps, t_final, step, open, close, stages) of a network given as a dict with the keys
+    weft.LayerParallel takes: steps, t_final and step, or stages; open and close."""
+    if network is None:
+        return None
+    if not isinstance(network, dict):
+        raise TypeError(f"weft.Trainer: network must be a dict (steps, t_final, step, open, "
+                        f"close, or stages), not a {type(network).__name__}")
+    unknown = set(network) - {"steps", "t_final", "step", "open", "close", "stages"}
+    if unknown:
+        raise TypeError(f"weft.Trainer: network has unknown keys {sorted(unknown)}")
+    stages = network.get("stages")
+    if stages is not None:
+        stages = [(int(st.steps), float(st.t_final), _check_factory(st.step, "step", True),
+                   _check_factory(st.transition, "transition", True)) for st in stages]
+        steps, t_final, step = 0, 1.0, None
+    else:
+        step = _check_factory(network.get("step"), "step", True)
+        if step is None or network.get("steps") is None or network.get("t_final") is None:
+            raise TypeError("weft.Trainer: network needs steps, t_final and step (or stages)")
+        steps, t_final = int(network["steps"]), float(network["t_final"])
+    return (steps, t_final, step, _check_factory(network.get("open"), "open", False),
+            _check_factory(network.get("close"), "close", False), stages)
+
+
+class Trainer:
+    """weft's training loop (the C++ weft::train::Trainer, the one `weft train` runs): epochs
+    with the per-epoch shuffle, each replica's share of the global batch, the optimizer and its
+    learning-rate schedule, evaluation with a confusion matrix after every epoch, crash-safe
+    checkpoints and resume, divergence detection, a timeline.
+
+        trainer = weft.Trainer(MPI.COMM_WORLD, train=(images, labels), test=(images, labels),
+                               model=dict(kind="stages"), epochs=2, lr=3e-3,
+                               lr_schedule="cosine", parallel=weft.Options.multilevel(2, 2, 1, 1))
+        trainer.add_observer(MyLogger())   # methods epoch_done(d), batch_done(d), ...
+        trainer.fit()
+
+    train, test: (inputs [n, channels, rows, cols] float tensor, labels [n] int64), the same on
+    every rank. model: a weft.ModelConfig or a dict of its fields (kind resnet, stages, conv3d,
+    gru, lstm); or network: a dict with the keys weft.LayerParallel takes (steps, t_final, step,
+    open, close, or stages) for a network of your own. normalization: (mean, std) stored in
+    checkpoints. seed: the shuffles' seed (and the initialisation of the zoo's models; default 1).
+    The other keywords are weft.TrainerOptions fields (batch, epochs, optimizer, lr,
+    lr_schedule, momentum, threads, serial, data_ranks, parallel, eval_batch, checkpoint_dir,
+    resume_dir, trace_path, trace_batches).
+
+    Observers: any objects with some of the methods run_started, epoch_started, batch_done,
+    evaluation_done, epoch_done, checkpoint_written, trace_written, divergence; each is called
+    with a dict of the event's figures on every rank that trains (d["rank"] says which; with
+    serial=True rank 0 alone). What an observer raises ends the run on every rank as weft.Error.
+    Every method is collective: call it on every rank of `comm`.
+    """
+
+    def __init__(self, comm, train, test, *, model=None, network=None, normalization=(0.0, 1.0),
+                 observers=(), seed=None, **options):
+        opts = TrainerOptions()
+        for key, value in options.items():
+            if not hasattr(opts, key) or key.startswith("_"):
+                raise TypeError(f"weft.Trainer: unknown option '{key}'")
+            setattr(opts, key, value)
+        if model is not None and network is not None:
+            raise TypeError("weft.Trainer: give model or network, not both")
+        if isinstance(model, dict):
+            config = ModelConfig()
+            for key, value in model.items():
+                if not hasattr(config, key) or key.startswith("_"):
+                    raise TypeError(f"weft.Trainer: unknown model field '{key}'")
+                setattr(config, key, value)
+            model = config
+        if model is not None:
+            opts.model = model
+        if seed is not None:  # the shuffles' seed (and the zoo model's initialisation)
+            config = opts.model
+            config.seed = int(seed)
+            opts.model = config
+        (train_x, train_y), (test_x, test_y) = train, test
+        self._core = TrainerCore(comm, opts, train_x, train_y, test_x, test_y,
+                                 (float(normalization[0]), float(normalization[1])),
+                                 _network_spec(network))
+        for observer in observers:
+            self.add_observer(observer)
+
+    def add_observer(self, observer):
+        self._core.add_observer(observer)
+
+    def fit(self):
+        """Trains the epochs from start_epoch to options.epochs; collective."""
+        self._core.fit()
+
+    def evaluate(self, inputs, labels):
+        """{"loss", "accuracy", "confusion"} of the model on (inputs, labels) in eval mode."""
+        return self._core.evaluate(inputs, labels)
+
+    def named_parameters(self):
+        """(name, tensor) of this rank's part of the model."""
+        return self._core.named_parameters()
+
+    @property
+    def options(self):
+        return self._core.options()
+
+    @property
+    def start_epoch(self):
+        return self._core.start_epoch()

@@ -1,0 +1,141 @@
+"""weft.Trainer: the C++ Trainer from Python, with the zoo's models or a network of Python
+layers, observers written in Python, and its errors on every rank."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import weft
+import weft.data
+from conftest import Net, same_everywhere
+
+
+def bands(count, seed):
+    """8x8 images whose label (0..2) is the brightest of three bands of rows."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(count, 1, 8, 8, generator=g)
+    y = torch.randint(0, 3, (count,), generator=g)
+    for i in range(count):
+        x[i, 0, 3 * y[i]:3 * y[i] + 2] += 1.0
+    return x, y
+
+
+class Log:
+    def __init__(self):
+        self.events, self.epochs = [], []
+
+    def run_started(self, d):
+        self.events.append("run")
+
+    def batch_done(self, d):
+        self.events.append("batch")
+
+    def epoch_done(self, d):
+        self.events.append("done")
+        self.epochs.append(d)
+
+
+SMALL = dict(kind="resnet", channels=2, steps=6)
+
+
+def test_the_zoos_model_trains_exactly_like_the_sequential_reference(comm):
+    logs = []
+    for serial in (False, True):
+        log = Log()
+        trainer = weft.Trainer(comm, bands(64, 1), bands(32, 2), model=SMALL, batch=16, epochs=2,
+                               lr=1e-2, threads=1, serial=serial, observers=[log])
+        trainer.fit()
+        logs.append(log)
+    parallel, serial = logs
+    assert parallel.events == ["run"] + (["batch"] * 4 + ["done"]) * 2
+    if comm.rank == 0:
+        for p, s in zip(parallel.epochs, serial.epochs):
+            assert p["train_loss"] == pytest.approx(s["train_loss"], rel=1e-4)
+            assert p["test_loss"] == pytest.approx(s["test_loss"], rel=1e-4)
+        assert parallel.epochs[1]["test_accuracy"] > 0.6
+    else:
+        assert serial.events == []  # serial: rank 0 trains alone
+
+
+def test_a_network_of_python_layers_matches_a_plain_pytorch_loop(comm):
+    """One batch per epoch (the whole set), so the Trainer's shuffle cannot change the loss."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(24, 5, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (24,), generator=g)
+    net = Net()
+    log = Log()
+    trainer = weft.Trainer(comm, (x, y), (x, y), optimizer="sgd", lr=0.1, momentum=0.0, batch=24,
+                           epochs=3, threads=1, observers=[log],
+                           network=dict(steps=net.steps, t_final=net.t_final, step=net.step,
+                                        open=net.open, close=net.close))
+    trainer.fit()
+    assert trainer.options.model.kind == "custom"
+    reference = net.sequential()
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for epoch in range(3):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(reference(x), y)
+        loss.backward()
+        optimizer.step()
+        assert log.epochs[epoch]["train_loss"] == pytest.approx(loss.item(), rel=1e-10)
+
+
+def test_an_observer_that_raises_on_one_rank_ends_every_rank(comm):
+    class Failing:
+        def epoch_done(self, d):
+            if d["rank"] == 0:
+                raise ValueError("the dashboard is down")
+
+    trainer = weft.Trainer(comm, bands(32, 1), bands(16, 2), model=SMALL, batch=16, epochs=1,
+                           threads=1, observers=[Failing()])
+    with pytest.raises(weft.Error) as info:
+        trainer.fit()
+    message = str(info.value)
+    assert "epoch_done raised ValueError: the dashboard is down" in message
+    assert same_everywhere(comm, message)
+
+
+def test_a_failing_python_layer_is_a_step_error_everywhere(comm):
+    class Broken(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(6, 6).double()
+
+        def forward(self, x):
+            raise RuntimeError("layer exploded")
+
+    net = Net(script=False)
+    trainer = weft.Trainer(comm, (torch.randn(8, 5, dtype=torch.float64), torch.zeros(8).long()),
+                           (torch.randn(8, 5, dtype=torch.float64), torch.zeros(8).long()),
+                           batch=8, epochs=1, threads=1,
+                           network=dict(steps=6, t_final=1.0, step=lambda n: Broken(),
+                                        open=net.open, close=net.close))
+    with pytest.raises(weft.StepError) as info:
+        trainer.fit()
+    assert "layer exploded" in str(info.value)
+    assert same_everywhere(comm, str(info.value))
+
+
+def test_bad_options_and_divergence(comm):
+    with pytest.raises(TypeError, match="unknown option 'learning_rate'"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), model=SMALL, learning_rate=1.0)
+    with pytest.raises(weft.InvalidOption, match="optimizer"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), model=SMALL, optimizer="rmsprop")
+    trainer = weft.Trainer(comm, bands(64, 1), bands(32, 2), model=SMALL, optimizer="sgd",
+                           lr=1e8, batch=16, epochs=1, threads=1)
+    with pytest.raises(weft.Divergence, match="training diverged"):
+        trainer.fit()
+
+
+def test_data_comes_from_the_cpp_reader(comm):
+    folder = weft.data.FASHION_MNIST
+    images, labels = weft.data.load_split(folder, "test", 50)
+    assert images.dtype == torch.uint8 and tuple(images.shape) == (50, 1, 28, 28)
+    assert labels.dtype == torch.int64 and int(labels.max()) < 10
+    mean, std = weft.data.normalization(images)
+    x = images.to(torch.float64) / 255
+    assert mean == pytest.approx(x.mean().item(), rel=1e-12)
+    assert std == pytest.approx(math.sqrt((x * x).mean().item() - mean * mean), rel=1e-9)
+    with pytest.raises(weft.BadData):
+        weft.data.load_split("/nonexistent", "train", 5)
