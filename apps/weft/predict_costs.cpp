@@ -206,10 +206,11 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   const bool rows = models::parse_sequence_order(c.model.sequence) == models::SequenceOrder::Rows;
   const std::int64_t T = rows ? H : H * W, input = rows ? W : 1, B = c.batch;
   const std::int64_t hidden = c.model.hidden, L = c.model.rnn_layers;
-  const bool lstm = c.model.kind == "lstm";
-
   nn::detail::StackedCell cell;
-  cell.kind = lstm ? nn::CellKind::LSTM : nn::CellKind::GRU;
+  cell.kind =
+      train::sequence_classifier_spec(c.model, {image.begin() + 1, image.end()}, c.parallel, false)
+          .cell;
+  const bool lstm = cell.kind == nn::CellKind::LSTM;
   cell.layers = L;
   cell.implicit_step = c.model.implicit_step;
   cell.implicit_iterations = c.model.implicit_iterations;
@@ -467,7 +468,7 @@ void set_fixed(const TrainConfig& c, MeasuredCosts& m, const std::array<double, 
 }
 
 MeasuredCosts measure_pass(const TrainConfig& c, int repeats) {
-  if (c.model.kind == "gru" || c.model.kind == "lstm") return measure_recurrent(c, repeats);
+  if (train::is_recurrent(c.model)) return measure_recurrent(c, repeats);
   MeasuredCosts m;
   m.threads = c.threads > 0 ? c.threads : 1;  // one core per rank unless --threads says
   torch::set_num_threads(m.threads);

@@ -19,6 +19,7 @@
 
 #include "predict.hpp"
 #include "train_command.hpp"
+#include "weft/train/model_registry.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
@@ -91,11 +92,7 @@ LinkCosts link_costs(const PredictConfig& p, MPI_Comm comm, std::size_t state_by
 
 /// N chain layers of the model the flags describe, where known without building it.
 std::int64_t layers_of(const ModelConfig& m) {
-  if (m.kind == "resnet") return m.steps;
-  if (m.kind == "stages")
-    return std::accumulate(m.stage_steps.begin(), m.stage_steps.end(), std::int64_t{0}) +
-           static_cast<std::int64_t>(m.stage_steps.size()) - 1;
-  return -1;
+  return train::model_kind(m).chain_layers(m);
 }
 
 std::vector<int> rank_counts(const PredictConfig& p, std::int64_t layers) {
@@ -254,7 +251,7 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
 
 int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   const TrainConfig& c = p.train;
-  if (p.weak > 0 && c.model.kind != "resnet")
+  if (p.weak > 0 && train::model_kind(c.model).family != train::ModelKind::Family::Chain)
     invalid_value("--weak", std::to_string(p.weak), "a layer count with --model resnet",
                   "weak scaling extends a network whose layers cost alike");
   if (c.data_ranks > 1)

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_support.hpp"
+#include "weft/train/model_registry.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::cli {
@@ -48,16 +50,13 @@ std::string bytes_text(double bytes) {
 // it is safe: the run would need at least this much.
 void check_memory(const TrainConfig& c, const data::ImageSet& train, const data::ImageSet& test,
                   int ranks) {
-  // The stages network: its first (full-resolution) stage's width for every layer, a lower
-  // bound as later stages trade resolution for channels.
-  const bool stages = c.model.kind == "stages" || c.model.kind == "conv3d";
+  // The model's full-resolution width for every layer of its chain, a lower bound as later
+  // stages trade resolution for channels (the registry knows both; a model without a chain
+  // counts its data alone).
+  const train::ModelKind& kind = train::model_kind(c.model);
   const double taps = train.spatial_dims == 3 ? 27 : 9;  // weights per kernel
-  std::int64_t chain = c.model.steps;
-  if (stages) {
-    chain = static_cast<std::int64_t>(c.model.stage_steps.size()) - 1;
-    for (std::int64_t n : c.model.stage_steps) chain += n;
-  }
-  const double C = static_cast<double>(stages ? c.model.stage_channels.front() : c.model.channels);
+  const std::int64_t chain = std::max<std::int64_t>(0, kind.chain_layers(c.model));
+  const double C = static_cast<double>(kind.state_channels(c.model));
   const double pixels = static_cast<double>(train.image_size());
   const double layers = std::ceil(static_cast<double>(chain) / (c.serial ? 1 : ranks));
   const double copies = c.optimizer == "adam" ? 4 : 3;  // value, gradient, moment(s)
@@ -83,16 +82,16 @@ void check_memory(const TrainConfig& c, const data::ImageSet& train, const data:
 
 void check_model_data(const std::string& model, int spatial_dims, const std::string& data_dir) {
   const bool volumes = spatial_dims == 3;
-  if (volumes == (model == "conv3d")) return;
+  if (volumes == (train::model_kind(model).spatial_dims == 3)) return;
   if (volumes)
     throw InvalidOption(fmt::format(
         "option --model: '{}' takes 2-D images, but --data {} holds 3-D volumes; accepted with "
-        "this data: conv3d",
-        model, data_dir));
+        "this data: {}",
+        model, data_dir, join(train::model_kind_names(3))));
   throw InvalidOption(fmt::format(
-      "option --model: 'conv3d' takes 3-D volumes, but --data {} holds 2-D images; accepted "
-      "with this data: resnet, stages (for volumes: --data shapes3d)",
-      data_dir));
+      "option --model: '{}' takes 3-D volumes, but --data {} holds 2-D images; accepted "
+      "with this data: {} (for volumes: --data shapes3d)",
+      model, data_dir, join(train::model_kind_names(2))));
 }
 
 // With --resume the checkpoint fixes the architecture, the seed and the optimizer: a flag that

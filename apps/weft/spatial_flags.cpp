@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "weft/train/model_registry.hpp"
 
 namespace weft::cli {
 
 bool is_convolutional(const ModelConfig& model) {
-  return model.kind == "resnet" || model.kind == "stages" || model.kind == "conv3d";
+  return train::model_kind(model).convolutional();
 }
 
 namespace {

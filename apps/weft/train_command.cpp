@@ -11,6 +11,7 @@
 #include "programs.hpp"
 #include "spatial_flags.hpp"
 #include "training.hpp"
+#include "weft/train/model_registry.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::cli {
@@ -64,9 +65,11 @@ constexpr Recipe kExactRecipe{"1", "4", "2", "1", "2", "0.001", "constant"};
 constexpr Recipe kStagesRecipe{"2", "2", "1", "1", "5", "0.003", "cosine"};
 constexpr Recipe kRecurrentRecipe{"1", "4", "2", "1", "3", "0.002", "constant"};
 
+// Each model's defaults; `model` may be any text (it is checked later).
 const Recipe& recipe_of(const std::string& model) {
-  if (model == "stages") return kStagesRecipe;
-  if (model == "gru" || model == "lstm") return kRecurrentRecipe;
+  if (model == "stages") return kStagesRecipe;  // the main job (docs/training.md §4)
+  for (const train::ModelKind& kind : train::model_kinds())
+    if (kind.name == model && kind.recurrent()) return kRecurrentRecipe;
   return kExactRecipe;
 }
 
@@ -130,6 +133,23 @@ mgrit::Options solver_options(const Flags& f, const std::string& dir, const Reci
   return o;
 }
 
+// A flag given for a field the model does not have: "used with --model A or B only".
+void refuse_foreign_flags(const Flags& f, const train::ModelKind& kind,
+                          const std::vector<std::pair<const char*, const char*>>& flag_fields) {
+  for (const auto& [flag, field] : flag_fields) {
+    if (kind.has_field(field) || f.options.at(flag)->count() == 0) continue;
+    std::string models;
+    for (const std::string& name : train::model_kinds_with(field))
+      models += (models.empty() ? "" : " or ") + name;
+    // A staged model given resnet's --channels/--steps/--open: name what it takes instead.
+    const bool resnet_only = train::model_kinds_with(field) == std::vector<std::string>{"resnet"};
+    invalid_value(flag, f.text.at(flag), "used with --model " + models + " only",
+                  kind.staged() && resnet_only
+                      ? "--model " + kind.name + " takes --stage-channels and --stage-steps"
+                      : "");
+  }
+}
+
 TrainConfig resolve_train(const Flags& f) {
   using D = TrainDefaults;
   TrainConfig c;
@@ -141,7 +161,7 @@ TrainConfig resolve_train(const Flags& f) {
                                 "an integer in [1, 1000000]", kMaxSteps);
   c.model.t_final = parse_number("--T", f.get("--T", D::T), "a number > 0");
   if (!(c.model.t_final > 0)) invalid_value("--T", f.get("--T", D::T), "a number > 0");
-  const std::vector<std::string> kinds = {"resnet", "stages", "conv3d", "gru", "lstm"};
+  const std::vector<std::string> kinds = train::model_kind_names();
   c.model.kind = kinds[parse_choice("--model", f.get("--model", D::model), kinds)];
   const auto stage_channels = parse_int_list(
       "--stage-channels", f.get("--stage-channels", D::stage_channels), 1, "integers >= 1");
@@ -162,18 +182,15 @@ TrainConfig resolve_train(const Flags& f) {
   c.model.dropout = parse_number("--dropout", f.get("--dropout", D::dropout), "a rate in [0, 1)");
   if (!(c.model.dropout >= 0 && c.model.dropout < 1))
     invalid_value("--dropout", f.get("--dropout", D::dropout), "a rate in [0, 1)");
-  const bool recurrent = c.model.kind == "gru" || c.model.kind == "lstm";
-  if (c.model.kind == "resnet" || recurrent)
-    for (const char* flag : {"--stage-channels", "--stage-steps", "--batchnorm", "--dropout"})
-      if (f.options.at(flag)->count() > 0)
-        invalid_value(flag, f.text.at(flag), "used with --model stages or conv3d only");
-  if (c.model.kind != "resnet")
-    for (const char* flag : {"--channels", "--steps", "--open"})
-      if (f.options.at(flag)->count() > 0)
-        invalid_value(flag, f.text.at(flag), "used with --model resnet only",
-                      c.model.kind == "stages" || c.model.kind == "conv3d"
-                          ? "--model " + c.model.kind + " takes --stage-channels and --stage-steps"
-                          : "");
+  const train::ModelKind& kind = train::model_kind(c.model);
+  refuse_foreign_flags(f, kind,
+                       {{"--stage-channels", "stage_channels"},
+                        {"--stage-steps", "stage_steps"},
+                        {"--batchnorm", "batchnorm"},
+                        {"--dropout", "dropout"},
+                        {"--channels", "channels"},
+                        {"--steps", "steps"},
+                        {"--open", "open"}});
   c.model.hidden =
       parse_integer("--hidden", f.get("--hidden", D::hidden), 1, "an integer in [1, 65536]", 65536);
   c.model.rnn_layers = parse_integer("--rnn-layers", f.get("--rnn-layers", D::rnn_layers), 1,
@@ -191,11 +208,13 @@ TrainConfig resolve_train(const Flags& f) {
   c.model.implicit_iterations = static_cast<int>(
       parse_integer("--implicit-iterations", f.get("--implicit-iterations", D::implicit_iterations),
                     1, "an integer in [1, 1000]", 1000));
-  if (!recurrent)
-    for (const char* flag : {"--hidden", "--rnn-layers", "--sequence", "--coarse-input",
-                             "--implicit-step", "--implicit-iterations"})
-      if (f.options.at(flag)->count() > 0)
-        invalid_value(flag, f.text.at(flag), "used with --model gru|lstm only");
+  refuse_foreign_flags(f, kind,
+                       {{"--hidden", "hidden"},
+                        {"--rnn-layers", "rnn_layers"},
+                        {"--sequence", "sequence"},
+                        {"--coarse-input", "coarse_input"},
+                        {"--implicit-step", "implicit_step"},
+                        {"--implicit-iterations", "implicit_iterations"}});
   c.data_ranks = static_cast<int>(parse_integer(
       "--data-ranks", f.get("--data-ranks", D::data_ranks), 1, "an integer >= 1", 1 << 20));
   if (f.serial && c.data_ranks > 1)
@@ -205,7 +224,7 @@ TrainConfig resolve_train(const Flags& f) {
   c.model.open = opens[parse_choice("--open", f.get("--open", D::open), opens)];
   c.model.seed = static_cast<std::uint64_t>(
       parse_integer("--seed", f.get("--seed", D::seed), 0, "an integer >= 0", 1LL << 62));
-  const char* batch_default = recurrent ? D::rnn_batch : D::batch;
+  const char* batch_default = kind.recurrent() ? D::rnn_batch : D::batch;
   c.batch = parse_integer("--batch", f.get("--batch", batch_default), 1, "an integer >= 1");
   if (c.batch % c.data_ranks != 0)
     invalid_value("--batch", f.get("--batch", batch_default),

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "weft/train/model_registry.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 
@@ -78,7 +79,8 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
               c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",
               static_cast<long long>(c.batch), c.epochs, e.start_epoch, e.torch_threads);
   if (!c.serial) {
-    std::string text = nn::to_string(c.parallel, train::is_staged(c.model) && c.model.batchnorm);
+    std::string text =
+        nn::to_string(c.parallel, train::model_kind(c.model).staged() && c.model.batchnorm);
     for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
       text.replace(at, 1, "\n    ");
     std::printf("  mgrit:\n    %s\n", text.c_str());

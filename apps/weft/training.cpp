@@ -23,6 +23,7 @@
 #include "train_observers.hpp"
 #include "weft/data/idx.hpp"
 #include "weft/train/checkpoint_info.hpp"
+#include "weft/train/model_registry.hpp"
 #include "weft/train/model_zoo.hpp"
 #include "weft/train/trainer.hpp"
 #include "weft/util/error.hpp"
@@ -161,7 +162,8 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   const std::string dir = data_folder(c.data_dir, comm);
   mpi::collectively(comm, [&]() {
     raw = read_split(dir, data::Split::Test, c.test_size);
-    if (!same_size(info.example, raw) || (info.model.kind == "conv3d") != (raw.spatial_dims == 3))
+    if (!same_size(info.example, raw) ||
+        (train::model_kind(info.model).spatial_dims == 3) != (raw.spatial_dims == 3))
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
                                 size_text(raw), c.resume_dir, stored_size_text(info.example)));
   });

@@ -3,6 +3,7 @@
 
 #include "json_records.hpp"
 #include "weft/nn/checkpoint.hpp"
+#include "weft/train/model_registry.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::train {
@@ -22,6 +23,11 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
                     "' (not written by weft train?)");
   CheckpointInfo info;
   try {
+    try {
+      model_kind(meta.at("model").value("kind", std::string("resnet")));
+    } catch (const InvalidOption& e) {
+      throw BadData("checkpoint " + dir + ": " + e.what());
+    }
     const ModelConfig m = model_from_json(meta.at("model"));
     if (m.coarse_input != "start" && m.coarse_input != "mean")
       throw BadData("checkpoint " + dir + ": the model's coarse_input '" + m.coarse_input +

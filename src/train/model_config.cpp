@@ -2,16 +2,18 @@
 
 #include <fmt/format.h>
 
+#include "weft/train/model_registry.hpp"
+
 namespace weft::train {
 
 bool is_recurrent(const ModelConfig& m) {
-  return m.kind == "gru" || m.kind == "lstm";
+  return model_kind(m).recurrent();
 }
 bool is_staged(const ModelConfig& m) {
-  return m.kind == "stages" || m.kind == "conv3d";
+  return model_kind(m).staged();
 }
 bool is_custom(const ModelConfig& m) {
-  return m.kind == "custom";
+  return model_kind(m).family == ModelKind::Family::Custom;
 }
 
 std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols) {
@@ -29,7 +31,7 @@ std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols)
         m.sequence, m.sequence == "rows" ? rows : rows * cols, m.sequence == "rows" ? cols : 1,
         m.coarse_input, m.hidden, m.seed);
   if (is_staged(m)) {
-    const char* conv = m.kind == "conv3d" ? "conv3x3x3" : "conv3x3";
+    const char* conv = model_kind(m).spatial_dims == 3 ? "conv3x3x3" : "conv3x3";
     std::string text = m.kind;
     for (size_t s = 0; s < m.stage_channels.size(); ++s)
       text += fmt::format("{} {}x({}{}-ReLU{}-{}{}) at {} channels", s ? "," : "", m.stage_steps[s],

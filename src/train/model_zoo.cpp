@@ -1,45 +1,71 @@
-// The models a ModelConfig names, built for a data set's example shape.
+// The models a ModelConfig names, built for a data set's example shape: the LibTorch half of the
+// registry of model kinds (model_registry.cpp), one builder per kind.
 #include "weft/train/model_zoo.hpp"
 
 #include "weft/models/image_resnet.hpp"
 #include "weft/models/stages_net.hpp"
+#include "weft/train/model_registry.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::train {
 
-nn::Network build_network(const ModelConfig& m, const std::vector<std::int64_t>& shape) {
-  if (is_recurrent(m) || is_custom(m))
-    throw InvalidOption(
-        "ModelConfig", "kind",
-        "'" + m.kind + "' has no chain of layers to build; accepted: resnet, stages, conv3d");
-  if (shape.size() < 3)
-    throw InvalidOption("ModelConfig", "example shape",
-                        "of " + std::to_string(shape.size()) +
-                            " dimensions is invalid; accepted: [channels, (depth,) rows, cols]");
-  const std::int64_t rows = shape[shape.size() - 2], cols = shape.back();
-  if (is_staged(m)) {
-    models::StagesNetSpec spec;
-    spec.dims = static_cast<int>(shape.size()) - 1;
-    if (spec.dims == 3) spec.depth = shape[shape.size() - 3];
-    spec.channels = m.stage_channels;
-    spec.steps = m.stage_steps;
-    spec.t_final = m.t_final;
-    spec.batchnorm = m.batchnorm;
-    spec.dropout = m.dropout;
-    spec.height = rows;
-    spec.width = cols;
-    spec.seed = m.seed;
-    return models::stages_net(spec);
-  }
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+nn::Network resnet(const ModelConfig& m, const Shape& shape) {
   models::ImageResNetSpec spec;
   spec.channels = m.channels;
   spec.steps = m.steps;
   spec.t_final = m.t_final;
   spec.open = models::parse_open_layer(m.open);
-  spec.height = rows;
-  spec.width = cols;
+  spec.height = shape[shape.size() - 2];
+  spec.width = shape.back();
   spec.seed = m.seed;
   return models::image_resnet(spec);
+}
+
+nn::Network stages(const ModelConfig& m, const Shape& shape) {
+  models::StagesNetSpec spec;
+  spec.dims = static_cast<int>(shape.size()) - 1;
+  if (spec.dims == 3) spec.depth = shape[shape.size() - 3];
+  spec.channels = m.stage_channels;
+  spec.steps = m.stage_steps;
+  spec.t_final = m.t_final;
+  spec.batchnorm = m.batchnorm;
+  spec.dropout = m.dropout;
+  spec.height = shape[shape.size() - 2];
+  spec.width = shape.back();
+  spec.seed = m.seed;
+  return models::stages_net(spec);
+}
+
+/// The builders of the registry's kinds with a chain of layers (model_registry.cpp).
+struct ChainBuilder {
+  const char* kind;
+  nn::Network (*build)(const ModelConfig&, const Shape&);
+};
+constexpr ChainBuilder kChainBuilders[] = {
+    {"resnet", resnet},
+    {"stages", stages},
+    {"conv3d", stages},
+};
+
+}  // namespace
+
+nn::Network build_network(const ModelConfig& m, const std::vector<std::int64_t>& shape) {
+  const ModelKind& kind = model_kind(m);  // an unknown kind: InvalidOption
+  if (shape.size() < 3)
+    throw InvalidOption("ModelConfig", "example shape",
+                        "of " + std::to_string(shape.size()) +
+                            " dimensions is invalid; accepted: [channels, (depth,) rows, cols]");
+  std::string accepted;
+  for (const ChainBuilder& b : kChainBuilders) {
+    if (kind.name == b.kind) return b.build(m, shape);
+    accepted += std::string(accepted.empty() ? "" : ", ") + b.kind;
+  }
+  throw InvalidOption("ModelConfig", "kind",
+                      "'" + m.kind + "' has no chain of layers to build; accepted: " + accepted);
 }
 
 models::SequenceClassifierSpec sequence_classifier_spec(const ModelConfig& m,

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "weft/train/model_registry.hpp"
+
 namespace weft::train {
 
 namespace {
@@ -12,6 +14,7 @@ namespace {
 }  // namespace
 
 void validate(const TrainerOptions& o, int ranks) {
+  model_kind(o.model);  // an unknown kind: InvalidOption("ModelConfig", "kind", ...)
   if (o.batch < 1) invalid("batch", std::to_string(o.batch) + " is invalid; accepted: >= 1");
   if (o.epochs < 1) invalid("epochs", std::to_string(o.epochs) + " is invalid; accepted: >= 1");
   if (o.optimizer != "sgd" && o.optimizer != "adam")

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "expect.hpp"
+#include "weft/train/model_registry.hpp"
 #include "weft/train/model_zoo.hpp"
 #include "weft/train/trainer.hpp"
 #include "weft/util/error.hpp"
@@ -219,6 +220,36 @@ TEST(Trainer, NetworkOfTheUsersOwnTrainsLikeTheZoosModel) {
   expect_relative(stored.loss, custom->epochs[0].test_loss, 1e-6, "custom checkpoint");
   EXPECT_THROW(train::evaluate_checkpoint(o.checkpoint_dir, *test, 500, MPI_COMM_WORLD),
                weft::BadData);
+}
+
+TEST(ModelRegistry, EveryKindBuildsTheChainItAnnounces) {
+  for (const train::ModelKind& kind : train::model_kinds()) {
+    train::ModelConfig m;
+    m.kind = kind.name;
+    const std::vector<std::int64_t> shape = kind.spatial_dims == 3
+                                                ? std::vector<std::int64_t>{1, 8, 8, 8}
+                                                : std::vector<std::int64_t>{1, 8, 8};
+    const std::int64_t layers = kind.chain_layers(m);
+    if (layers < 0) {  // recurrent or custom: no chain to build
+      EXPECT_THROW(train::build_network(m, shape), weft::InvalidOption) << kind.name;
+      continue;
+    }
+    EXPECT_EQ(train::build_network(m, shape).layers(), layers) << kind.name;
+    EXPECT_TRUE(kind.convolutional()) << kind.name;
+  }
+  EXPECT_EQ(train::model_kind_names(),
+            (std::vector<std::string>{"resnet", "stages", "conv3d", "gru", "lstm"}));
+  EXPECT_EQ(train::model_kind_names(3), std::vector<std::string>{"conv3d"});
+  EXPECT_EQ(train::model_kinds_with("dropout"), (std::vector<std::string>{"stages", "conv3d"}));
+  try {
+    train::model_kind("transformer");
+    ADD_FAILURE() << "an unknown kind was accepted";
+  } catch (const weft::InvalidOption& e) {
+    EXPECT_EQ(e.option(), "kind");
+    EXPECT_NE(std::string(e.what()).find("accepted: resnet, stages, conv3d, gru, lstm"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Trainer, InvalidOptionsNameTheirField) {

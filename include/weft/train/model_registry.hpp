@@ -1,0 +1,52 @@
+#pragma once
+// Every kind of model a Trainer builds, listed once (model_registry.cpp): its name, family,
+// the examples it takes, the ModelConfig fields that apply, and what front ends ask of it
+// without building it (chain length, state width, a description). No LibTorch: the builders
+// are in model_zoo.cpp. Adding a model: docs/architecture.md, "Add a model".
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "weft/train/model_config.hpp"
+
+namespace weft::train {
+
+struct ModelKind {
+  enum class Family {
+    Chain,      ///< one stage of residual steps between open and close layers
+    Staged,     ///< stages of residual steps joined by transitions (batch norm, dropout)
+    Recurrent,  ///< a recurrent cell over the image as a sequence, replicated on every rank
+    Custom,     ///< a network given to the Trainer itself
+  };
+  std::string name;
+  std::string summary;  ///< one line for help texts
+  Family family = Family::Chain;
+  int spatial_dims = 2;    ///< the examples it takes: 2 images, 3 volumes (0: any)
+  bool selectable = true;  ///< front ends offer it by name (custom is not)
+  /// The ModelConfig fields that apply (front ends refuse the others' flags).
+  std::vector<std::string> fields;
+  /// N chain layers (transitions included); -1 where there is no chain.
+  std::int64_t (*chain_layers)(const ModelConfig&) = nullptr;
+  /// Channels of the full-resolution state (the memory preflight's lower bound); 0 if none.
+  std::int64_t (*state_channels)(const ModelConfig&) = nullptr;
+
+  bool recurrent() const { return family == Family::Recurrent; }
+  bool staged() const { return family == Family::Staged; }
+  /// Convolutional states (spatial coarsening applies).
+  bool convolutional() const { return family == Family::Chain || family == Family::Staged; }
+  bool has_field(const std::string& field) const;
+};
+
+/// Every kind, in the order front ends list them.
+const std::vector<ModelKind>& model_kinds();
+/// The kind named `name`; weft::InvalidOption("ModelConfig", "kind", ...) listing the accepted.
+const ModelKind& model_kind(const std::string& name);
+inline const ModelKind& model_kind(const ModelConfig& m) {
+  return model_kind(m.kind);
+}
+/// The selectable kinds' names; with spatial_dims 2 or 3 only those taking such examples.
+std::vector<std::string> model_kind_names(int spatial_dims = 0);
+/// The selectable kinds with `field`.
+std::vector<std::string> model_kinds_with(const std::string& field);
+
+}  // namespace weft::train

@@ -1,0 +1,100 @@
+// The registry of model kinds: each kind once, with what front ends may ask of it.
+#include "weft/train/model_registry.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "weft/util/error.hpp"
+
+namespace weft::train {
+
+namespace {
+
+std::int64_t resnet_layers(const ModelConfig& m) {
+  return m.steps;
+}
+std::int64_t resnet_channels(const ModelConfig& m) {
+  return m.channels;
+}
+
+std::int64_t staged_layers(const ModelConfig& m) {
+  return std::accumulate(m.stage_steps.begin(), m.stage_steps.end(), std::int64_t{0}) +
+         static_cast<std::int64_t>(m.stage_steps.size()) - 1;
+}
+std::int64_t staged_channels(const ModelConfig& m) {
+  return m.stage_channels.empty() ? 0 : m.stage_channels.front();
+}
+
+std::int64_t no_chain(const ModelConfig&) {
+  return -1;
+}
+std::int64_t no_state(const ModelConfig&) {
+  return 0;
+}
+
+using Family = ModelKind::Family;
+const std::vector<std::string> kResNetFields{"channels", "steps", "open", "t_final", "seed"};
+const std::vector<std::string> kStagedFields{"stage_channels", "stage_steps", "batchnorm",
+                                             "dropout",        "t_final",     "seed"};
+const std::vector<std::string> kRecurrentFields{
+    "hidden",        "rnn_layers",          "sequence", "coarse_input",
+    "implicit_step", "implicit_iterations", "seed"};
+
+std::vector<ModelKind> registered() {
+  return {
+      {"resnet", "one stage of conv3x3 residual steps (exact mode by default)", Family::Chain, 2,
+       true, kResNetFields, resnet_layers, resnet_channels},
+      {"stages", "stages of conv3x3 residual steps with batch norm and stride-2 transitions",
+       Family::Staged, 2, true, kStagedFields, staged_layers, staged_channels},
+      {"conv3d", "the stages network with 3x3x3 convolutions, for volumes", Family::Staged, 3, true,
+       kStagedFields, staged_layers, staged_channels},
+      {"gru", "a GRU over the image as a sequence, parallel over the sequence", Family::Recurrent,
+       2, true, kRecurrentFields, no_chain, no_state},
+      {"lstm", "an LSTM over the image as a sequence, parallel over the sequence",
+       Family::Recurrent, 2, true, kRecurrentFields, no_chain, no_state},
+      {"custom",
+       "a network given to the Trainer",
+       Family::Custom,
+       0,
+       false,
+       {"t_final", "seed"},
+       no_chain,
+       no_state},
+  };
+}
+
+}  // namespace
+
+bool ModelKind::has_field(const std::string& field) const {
+  return std::find(fields.begin(), fields.end(), field) != fields.end();
+}
+
+const std::vector<ModelKind>& model_kinds() {
+  static const std::vector<ModelKind> kinds = registered();
+  return kinds;
+}
+
+const ModelKind& model_kind(const std::string& name) {
+  for (const ModelKind& k : model_kinds())
+    if (k.name == name) return k;
+  std::string accepted;
+  for (const std::string& n : model_kind_names()) accepted += (accepted.empty() ? "" : ", ") + n;
+  throw InvalidOption("ModelConfig", "kind", "'" + name + "' is invalid; accepted: " + accepted);
+}
+
+std::vector<std::string> model_kind_names(int spatial_dims) {
+  std::vector<std::string> names;
+  for (const ModelKind& k : model_kinds())
+    if (k.selectable && (spatial_dims == 0 || k.spatial_dims == spatial_dims))
+      names.push_back(k.name);
+  return names;
+}
+
+std::vector<std::string> model_kinds_with(const std::string& field) {
+  std::vector<std::string> names;
+  for (const ModelKind& k : model_kinds())
+    if (k.selectable && k.has_field(field)) names.push_back(k.name);
+  return names;
+}
+
+}  // namespace weft::train
