@@ -214,7 +214,9 @@ nn::Network python_network(std::int64_t steps, double t_final, py::object step, 
   return net;
 }
 
-bool import_mpi4py_api() { return import_mpi4py() >= 0; }
+bool import_mpi4py_api() {
+  return import_mpi4py() >= 0;
+}
 
 MPI_Comm communicator_of(const py::object& comm, const char* owner) {
   if (!PyObject_TypeCheck(comm.ptr(), &PyMPIComm_Type)) {
