@@ -425,7 +425,7 @@ class InSituBatch {
 /// levels in proportion to their sweeps.
 void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const InSituBatch::SolveTime& forward,
                  const InSituBatch::SolveTime& adjoint) {
-  const mgrit::Schedule s = batch_schedule(c, m, 1);
+  const mgrit::Schedule s = nn::batch_schedule(c.parallel, m, 1);
   struct Priced {
     std::vector<double> steps, inside;  // per level: steps; events priced inside its sweeps
     double outside = 0;                 // transfers, outside the sweeps
@@ -437,9 +437,9 @@ void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const InSituBatch::Solv
     const auto l = static_cast<size_t>(e.level);
     if (l >= p.steps.size()) continue;
     const bool cache = c.parallel.cache_graphs();
-    if (e.kind == mgrit::Event::Kind::Step) p.steps[l] += step_seconds(m, e, cache, true);
+    if (e.kind == mgrit::Event::Kind::Step) p.steps[l] += nn::step_seconds(m, e, cache, true);
     if (e.kind == mgrit::Event::Kind::Restrict || e.kind == mgrit::Event::Kind::Interpolate)
-      p.outside += step_seconds(m, e, cache, true);
+      p.outside += nn::step_seconds(m, e, cache, true);
     if (e.kind == mgrit::Event::Kind::Compute && e.level > 0) p.inside[l] += e.seconds;
   }
   auto factors = [](const InSituBatch::SolveTime& t, const Priced& p) {
@@ -461,7 +461,7 @@ void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const InSituBatch::Solv
 /// phases less the same phases predicted at one rank, where every event is the rank's own work.
 void set_fixed(const TrainConfig& c, MeasuredCosts& m, const std::array<double, 3>& phases) {
   m.fixed_forward = m.fixed_backward = m.fixed_optimizer = 0;
-  const Prediction one = predict_batch(c, m, LinkCosts{}, 1);
+  const Prediction one = nn::predict_batch(c.parallel, m, LinkCosts{}, 1);
   m.fixed_forward = std::max(0.0, phases[0] - one.forward_seconds);
   m.fixed_backward = std::max(0.0, phases[1] - one.backward_seconds);
   m.fixed_optimizer = std::max(0.0, phases[2] - one.optimizer_seconds);

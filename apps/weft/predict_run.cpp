@@ -151,46 +151,6 @@ json costs_json(const MeasuredCosts& m) {
           {"adjoint_in_situ_per_level", m.adjoint_in_situ}};
 }
 
-}  // namespace
-
-MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_final) {
-  MeasuredCosts out = m;
-  const auto n = static_cast<size_t>(layers);
-  const auto last = static_cast<size_t>(m.layers - 1);
-  auto per_layer = [&](auto& v, const auto& from) {
-    v.resize(n);
-    for (size_t k = 0; k < n; ++k) v[k] = from[std::min(k, last)];
-  };
-  auto per_point = [&](auto& v, const auto& from) {
-    v.resize(n + 1);
-    for (size_t k = 0; k <= n; ++k) v[k] = from[std::min(k, last + 1)];
-  };
-  out.layers = layers;
-  out.model_bytes = m.model_bytes * static_cast<double>(layers) / static_cast<double>(m.layers);
-  per_layer(out.transition, m.transition);
-  per_layer(out.forward, m.forward);
-  per_layer(out.forward_record, m.forward_record);
-  per_layer(out.adjoint_reuse, m.adjoint_reuse);
-  per_layer(out.adjoint_final, m.adjoint_final);
-  per_layer(out.adjoint_build, m.adjoint_build);
-  per_layer(out.parameters, m.parameters);
-  per_point(out.axpy, m.axpy);
-  per_point(out.state_bytes, m.state_bytes);
-  out.step_size.assign(n, t_final / static_cast<double>(layers));
-  for (size_t d = 0; d < m.spatial.size(); ++d) {
-    per_point(out.spatial[d].state_bytes, m.spatial[d].state_bytes);
-    per_layer(out.spatial[d].forward, m.spatial[d].forward);
-    per_layer(out.spatial[d].adjoint_build, m.spatial[d].adjoint_build);
-    per_layer(out.spatial[d].adjoint_reuse, m.spatial[d].adjoint_reuse);
-    per_point(out.spatial[d].axpy, m.spatial[d].axpy);
-    per_point(out.spatial[d].restriction, m.spatial[d].restriction);
-    per_point(out.spatial[d].interpolation, m.spatial[d].interpolation);
-  }
-  return out;
-}
-
-namespace {
-
 /// `weft predict --weak L`: the batch at P ranks of the network of L x P layers, against one
 /// rank's exact mode on the same network (predicted from the same costs).
 int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const LinkCosts& link) {
@@ -214,9 +174,9 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
   double first = 0;
   for (int r : counts) {
     const std::int64_t layers = p.weak * r;
-    const MeasuredCosts mr = with_layers(m, layers, c.model.t_final);
-    const Prediction q = predict_batch(c, mr, link, r);
-    const Prediction one = predict_batch(exact, mr, link, 1);
+    const MeasuredCosts mr = nn::with_layers(m, layers, c.model.t_final);
+    const Prediction q = nn::predict_batch(c.parallel, mr, link, r);
+    const Prediction one = nn::predict_batch(exact.parallel, mr, link, 1);
     if (first == 0) first = q.batch_seconds;
     const double efficiency = first / q.batch_seconds;
     std::printf("%8d  %8lld  %12.3f  %14.3f  %22.3f  %14.1f\n", r, static_cast<long long>(layers),
@@ -284,7 +244,7 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
 
   const std::vector<int> counts = rank_counts(p, m.layers);
   std::vector<Prediction> predictions;
-  for (int r : counts) predictions.push_back(predict_batch(c, m, link, r));
+  for (int r : counts) predictions.push_back(nn::predict_batch(c.parallel, m, link, r));
   const double serial = m.serial_batch;
   int break_even = 0;
   for (const Prediction& q : predictions)

@@ -1,4 +1,4 @@
-// `weft predict`'s batch schedules (apps/weft/predict_model.cpp) against the nn modules:
+// The cost model's batch schedules (weft/nn/cost_model.hpp) against the nn modules:
 // - gru/lstm: on every rank, the replayed batch has as many steps per level and direction,
 //   solver messages and reductions as a real weft::nn::Recurrent forward and backward reports
 //   in its statistics (exact mode and 2 levels, sequences of 7 to 12 steps), plus the boundary
@@ -18,21 +18,20 @@
 #include <string>
 #include <vector>
 
-#include "predict.hpp"
 #include "weft/mgrit/schedule.hpp"
+#include "weft/nn/cost_model.hpp"
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/nn/recurrent.hpp"
 #include "weft/util/trace.hpp"
 
 namespace {
 
-using weft::cli::kAdjointTags;
-using weft::cli::kOutsideTag;
-using weft::cli::MeasuredCosts;
-using weft::cli::TrainConfig;
 using weft::mgrit::Direction;
 using weft::mgrit::Event;
+using weft::nn::kAdjointTags;
+using weft::nn::kOutsideTag;
 using weft::nn::LayerParallelOptions;
+using weft::nn::MeasuredCosts;
 
 struct Counts {
   std::vector<std::int64_t> forward_steps, adjoint_steps;  ///< per level
@@ -108,11 +107,9 @@ TEST(PredictSchedule, ReplaysTheRecurrentModulesStepsMessagesAndReductionsOnEver
         rnn->forward(x).h_n.sum().backward();
         const auto& real = rnn->statistics();
 
-        TrainConfig c;
-        c.model.kind = weft::nn::to_string(cell);
-        c.parallel = options;
+        const LayerParallelOptions c = options;
         const MeasuredCosts m = recurrent_costs(steps);
-        const weft::mgrit::Schedule s = weft::cli::batch_schedule(c, m, ranks);
+        const weft::mgrit::Schedule s = weft::nn::batch_schedule(c, m, ranks);
         ASSERT_EQ(s.size(), static_cast<size_t>(ranks)) << what;
         const auto& fs = real.forward.statistics;
         const auto& bs = real.backward.statistics;
@@ -131,7 +128,7 @@ TEST(PredictSchedule, ReplaysTheRecurrentModulesStepsMessagesAndReductionsOnEver
         EXPECT_GT(fs.total_steps() + bs.total_steps(), 0) << what;
 
         weft::mgrit::CostModel cost;
-        cost.step_seconds = [&](const Event& e) { return weft::cli::step_seconds(m, e, false); };
+        cost.step_seconds = [&](const Event& e) { return weft::nn::step_seconds(m, e, false); };
         EXPECT_GT(weft::mgrit::simulate(s, cost).makespan, 0.0) << what;
       }
 }
@@ -185,11 +182,10 @@ TEST(PredictSchedule, TracedStepsAreTheSolversCountsInTheOrderOfPredictsSchedule
     EXPECT_EQ(per_level(traced_adjoint, bs.steps_per_level.size()), bs.steps_per_level) << what;
     EXPECT_GT(traced_forward.size(), 0u) << what;
 
-    TrainConfig c;
-    c.parallel = options;
+    const LayerParallelOptions c = options;
     MeasuredCosts m = recurrent_costs(kLayers);
     m.recurrent = false;
-    const weft::mgrit::Schedule s = weft::cli::batch_schedule(c, m, ranks);
+    const weft::mgrit::Schedule s = weft::nn::batch_schedule(c, m, ranks);
     Steps predicted_forward, predicted_adjoint;
     for (const Event& e : s.at(static_cast<size_t>(rank)))
       if (e.kind == Event::Kind::Step)
@@ -215,7 +211,7 @@ MeasuredCosts spatial_costs() {
   m.parameters.assign(8, 10.0);
   m.axpy.assign(9, 0.01);
   m.state_bytes.assign(9, 1000);
-  weft::cli::SpatialCosts coarse;
+  weft::nn::SpatialCosts coarse;
   coarse.state_bytes.assign(9, 250);
   coarse.forward.assign(8, 0.1);
   coarse.adjoint_build.assign(8, 0.25);
@@ -229,17 +225,17 @@ MeasuredCosts spatial_costs() {
 }
 
 TEST(PredictSchedule, LevelsCoarsenedInSpaceSendCoarseStatesAndCostLess) {
-  TrainConfig c;
-  c.parallel = LayerParallelOptions::multilevel(2, 2, 2, 1).spatial_levels({0, 1});
+  const LayerParallelOptions c =
+      LayerParallelOptions::multilevel(2, 2, 2, 1).spatial_levels({0, 1});
   const MeasuredCosts spatial = spatial_costs();
   MeasuredCosts plain = spatial;
   plain.forward_depth.clear();
   plain.adjoint_depth.clear();
-  weft::cli::LinkCosts link;
+  weft::nn::LinkCosts link;
   link.latency = 1e-6;
   link.bandwidth = 1e9;
   for (int ranks : {1, 2, 3}) {
-    const weft::mgrit::Schedule s = weft::cli::batch_schedule(c, spatial, ranks);
+    const weft::mgrit::Schedule s = weft::nn::batch_schedule(c, spatial, ranks);
     int coarse_messages = 0, transfers = 0;
     for (const auto& events : s)
       for (const Event& e : events) {
@@ -249,21 +245,21 @@ TEST(PredictSchedule, LevelsCoarsenedInSpaceSendCoarseStatesAndCostLess) {
           if (level == 1) ++coarse_messages;
         }
         if (e.kind == Event::Kind::Step && e.level == 1) {
-          EXPECT_LT(weft::cli::step_seconds(spatial, e, true), 0.5) << ranks;
+          EXPECT_LT(weft::nn::step_seconds(spatial, e, true), 0.5) << ranks;
         }
         if (e.kind == Event::Kind::Restrict || e.kind == Event::Kind::Interpolate) {
           ++transfers;
-          EXPECT_DOUBLE_EQ(weft::cli::step_seconds(spatial, e, true),
+          EXPECT_DOUBLE_EQ(weft::nn::step_seconds(spatial, e, true),
                            e.kind == Event::Kind::Restrict ? 0.02 : 0.03);
-          EXPECT_DOUBLE_EQ(weft::cli::step_seconds(plain, e, true), 0.0);
+          EXPECT_DOUBLE_EQ(weft::nn::step_seconds(plain, e, true), 0.0);
         }
       }
     if (ranks > 1) {
       EXPECT_GT(coarse_messages, 0) << ranks;
     }
     EXPECT_GT(transfers, 0) << ranks;
-    const double with = weft::cli::predict_batch(c, spatial, link, ranks).batch_seconds;
-    const double without = weft::cli::predict_batch(c, plain, link, ranks).batch_seconds;
+    const double with = weft::nn::predict_batch(c, spatial, link, ranks).batch_seconds;
+    const double without = weft::nn::predict_batch(c, plain, link, ranks).batch_seconds;
     EXPECT_LT(with, 0.8 * without) << ranks << " ranks";
   }
 }
@@ -294,9 +290,8 @@ TEST(PredictSchedule, ExactModeBatchIsItsHandComputedCriticalPath) {
   m.optimizer = 0.8;
   m.open_parameters = 5;
   m.open_close_parameters = 20;  // open 5, close 15: 80 parameters in all
-  TrainConfig c;
-  c.parallel = LayerParallelOptions::exact();
-  weft::cli::LinkCosts link;
+  const LayerParallelOptions c = LayerParallelOptions::exact();
+  weft::nn::LinkCosts link;
   link.latency = 0.01;
   link.bandwidth = 1e5;
   const double msg = 0.01 + 1000 / 1e5;  // one state
@@ -308,7 +303,7 @@ TEST(PredictSchedule, ExactModeBatchIsItsHandComputedCriticalPath) {
   };
 
   // One rank: everything in a row; reductions over one rank cost nothing.
-  const auto one = weft::cli::predict_batch(c, m, link, 1);
+  const auto one = weft::nn::predict_batch(c, m, link, 1);
   const double fwd1 = 0.5 + sum(a, 0, 6), bwd1 = 0.3 + sum(b, 0, 6) + 0.7;
   EXPECT_NEAR(one.batch_seconds, fwd1 + bwd1 + 0.8, 1e-12);
   EXPECT_NEAR(one.forward_seconds, fwd1, 1e-12);
@@ -327,7 +322,7 @@ TEST(PredictSchedule, ExactModeBatchIsItsHandComputedCriticalPath) {
   // Each rank steps the optimizer over its own parameters: rank 0 layers 0-2 and open (35 of
   // 80), rank 1 layers 3-5 and close (45 of 80).
   const double end = std::max(rank0_adjoint + 0.8 * 35 / 80, rank1_adjoint + 0.8 * 45 / 80);
-  const auto two = weft::cli::predict_batch(c, m, link, 2);
+  const auto two = weft::nn::predict_batch(c, m, link, 2);
   EXPECT_NEAR(two.forward_seconds, forward_end, 1e-12);
   EXPECT_NEAR(two.backward_seconds, rank0_adjoint - forward_end, 1e-12);
   EXPECT_NEAR(two.batch_seconds, end, 1e-12);
@@ -341,14 +336,14 @@ TEST(PredictSchedule, ExactModeBatchIsItsHandComputedCriticalPath) {
   m.fixed_forward = 0.05;
   m.fixed_backward = 0.07;
   m.fixed_optimizer = 0.09;
-  const auto one_fixed = weft::cli::predict_batch(c, m, link, 1);
+  const auto one_fixed = weft::nn::predict_batch(c, m, link, 1);
   EXPECT_NEAR(one_fixed.forward_seconds, fwd1 + 0.05, 1e-12);
   EXPECT_NEAR(one_fixed.backward_seconds, bwd1 + 0.07, 1e-12);
   EXPECT_NEAR(one_fixed.batch_seconds, fwd1 + bwd1 + 0.8 + 0.05 + 0.07 + 0.09, 1e-12);
   // Two ranks: rank 1's fixed forward work overlaps rank 0's steps, so the forward ends 0.05
   // later (rank 0's); the backward's fixed work comes after the forward on both ranks, before
   // close on rank 1, so it delays the adjoint chain once; the optimizer's on each rank.
-  const auto two_fixed = weft::cli::predict_batch(c, m, link, 2);
+  const auto two_fixed = weft::nn::predict_batch(c, m, link, 2);
   EXPECT_NEAR(two_fixed.forward_seconds, forward_end + 0.05, 1e-12);
   EXPECT_NEAR(two_fixed.backward_seconds, rank0_adjoint - forward_end + 0.07, 1e-12);
   EXPECT_NEAR(

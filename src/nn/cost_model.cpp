@@ -1,14 +1,15 @@
-// `weft predict`: one training batch at P ranks as every rank's events (the solvers' recorded
-// schedules plus the work around them, as LayerParallel does it), priced on virtual clocks.
+// The cost model of a training batch (weft/nn/cost_model.hpp): one batch at P ranks as every
+// rank's events (the solvers' recorded schedules plus the work around them, as LayerParallel
+// does it), priced on virtual clocks.
 #include <algorithm>
 #include <numeric>
 #include <set>
 #include <utility>
 
-#include "predict.hpp"
 #include "weft/mgrit/hierarchy.hpp"
+#include "weft/nn/cost_model.hpp"
 
-namespace weft::cli {
+namespace weft::nn {
 namespace {
 
 using mgrit::Event;
@@ -143,12 +144,12 @@ void exchange_boundary(mgrit::Schedule& s, const MeasuredCosts& m, int ranks) {
 
 /// The solvers' options as the nn module builds them: the adjoint's rank blocks put each
 /// boundary one point left of the forward's (nn/placement.hpp).
-std::pair<mgrit::Options, mgrit::Options> solver_options(const TrainConfig& c,
+std::pair<mgrit::Options, mgrit::Options> solver_options(const LayerParallelOptions& c,
                                                          const MeasuredCosts& m, int ranks) {
   const index_t points = m.layers + 1;
-  mgrit::Options fwd = c.parallel.forward_solver_options();
+  mgrit::Options fwd = c.forward_solver_options();
   if (m.has_buffers && fwd.max_levels() > 1) fwd.final_sweep(mgrit::FinalSweep::CF);
-  mgrit::Options bwd = c.parallel.backward_solver_options();
+  mgrit::Options bwd = c.backward_solver_options();
   std::vector<index_t> blocks;
   for (int r = 0; r < ranks; ++r) blocks.push_back(layer_begin(points, ranks, r));
   bwd.rank_blocks(blocks);
@@ -174,7 +175,7 @@ void mark_phase(const mgrit::Schedule& s, PhaseEnds* ends, size_t k) {
 }
 
 /// gru/lstm (nn/recurrent_solve.cpp): replicated, the sequence steps spread over the ranks.
-mgrit::Schedule recurrent_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks,
+mgrit::Schedule recurrent_schedule(const LayerParallelOptions& c, const MeasuredCosts& m, int ranks,
                                    PhaseEnds* ends) {
   const auto [fwd, bwd] = solver_options(c, m, ranks);
   const std::size_t state = m.state_bytes.front();
@@ -202,7 +203,7 @@ mgrit::Schedule recurrent_schedule(const TrainConfig& c, const MeasuredCosts& m,
 
 }  // namespace
 
-mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int ranks,
+mgrit::Schedule batch_schedule(const LayerParallelOptions& c, const MeasuredCosts& m, int ranks,
                                PhaseEnds* phase_ends) {
   if (m.recurrent) return recurrent_schedule(c, m, ranks, phase_ends);
   const index_t N = m.layers, points = N + 1;
@@ -240,14 +241,14 @@ mgrit::Schedule batch_schedule(const TrainConfig& c, const MeasuredCosts& m, int
   return s;
 }
 
-Prediction predict_batch(const TrainConfig& c, const MeasuredCosts& m, const LinkCosts& link,
-                         int ranks) {
+Prediction predict_batch(const LayerParallelOptions& c, const MeasuredCosts& m,
+                         const LinkCosts& link, int ranks) {
   mgrit::CostModel cost;
   cost.latency = link.latency;
   cost.bandwidth = link.bandwidth;
   // gru/lstm keep no graphs across adjoint iterations (their final sweep's figures say whether
   // it reuses the forward's graph).
-  const bool cache = c.parallel.cache_graphs() && !m.recurrent;
+  const bool cache = c.cache_graphs() && !m.recurrent;
   cost.step_seconds = [&](const Event& e) { return step_seconds(m, e, cache); };
   PhaseEnds ends;
   const mgrit::Schedule s = batch_schedule(c, m, ranks, &ends);
@@ -280,4 +281,40 @@ Prediction predict_batch(const TrainConfig& c, const MeasuredCosts& m, const Lin
   return p;
 }
 
-}  // namespace weft::cli
+MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_final) {
+  MeasuredCosts out = m;
+  const auto n = static_cast<size_t>(layers);
+  const auto last = static_cast<size_t>(m.layers - 1);
+  auto per_layer = [&](auto& v, const auto& from) {
+    v.resize(n);
+    for (size_t k = 0; k < n; ++k) v[k] = from[std::min(k, last)];
+  };
+  auto per_point = [&](auto& v, const auto& from) {
+    v.resize(n + 1);
+    for (size_t k = 0; k <= n; ++k) v[k] = from[std::min(k, last + 1)];
+  };
+  out.layers = layers;
+  out.model_bytes = m.model_bytes * static_cast<double>(layers) / static_cast<double>(m.layers);
+  per_layer(out.transition, m.transition);
+  per_layer(out.forward, m.forward);
+  per_layer(out.forward_record, m.forward_record);
+  per_layer(out.adjoint_reuse, m.adjoint_reuse);
+  per_layer(out.adjoint_final, m.adjoint_final);
+  per_layer(out.adjoint_build, m.adjoint_build);
+  per_layer(out.parameters, m.parameters);
+  per_point(out.axpy, m.axpy);
+  per_point(out.state_bytes, m.state_bytes);
+  out.step_size.assign(n, t_final / static_cast<double>(layers));
+  for (size_t d = 0; d < m.spatial.size(); ++d) {
+    per_point(out.spatial[d].state_bytes, m.spatial[d].state_bytes);
+    per_layer(out.spatial[d].forward, m.spatial[d].forward);
+    per_layer(out.spatial[d].adjoint_build, m.spatial[d].adjoint_build);
+    per_layer(out.spatial[d].adjoint_reuse, m.spatial[d].adjoint_reuse);
+    per_point(out.spatial[d].axpy, m.spatial[d].axpy);
+    per_point(out.spatial[d].restriction, m.spatial[d].restriction);
+    per_point(out.spatial[d].interpolation, m.spatial[d].interpolation);
+  }
+  return out;
+}
+
+}  // namespace weft::nn
