@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "weft/data/idx.hpp"
+#include "weft/nn/probes.hpp"
 #include "weft/nn/recurrent.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/memory.hpp"
@@ -63,29 +64,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// One step of every stacked cell: the same ATen calls as the solver's StackedCell
-/// (src/nn/recurrent_solve.cpp), so the costs measured here are the solver's evaluations.
-State cell_step(bool lstm, std::int64_t layers, const State& s, const Tensor& x,
-                const std::vector<Tensor>& p) {
-  State out(s.size());
-  Tensor in = x;
-  for (std::int64_t k = 0; k < layers; ++k) {
-    const auto q = static_cast<size_t>(4 * k);
-    if (!lstm) {
-      const auto h = static_cast<size_t>(k);
-      out[h] = at::gru_cell(in, s[h], p[q], p[q + 1], p[q + 2], p[q + 3]);
-      in = out[h];
-    } else {
-      const auto h = static_cast<size_t>(2 * k);
-      auto hc = at::lstm_cell(in, {s[h], s[h + 1]}, p[q], p[q + 1], p[q + 2], p[q + 3]);
-      out[h] = std::get<0>(hc);
-      out[h + 1] = std::get<1>(hc);
-      in = out[h];
-    }
-  }
-  return out;
-}
-
 struct Costs {
   double plain = 0, graph = 0, vjp = 0, vjp_params = 0;  ///< CPU seconds per evaluation
 };
@@ -93,6 +71,8 @@ struct Costs {
 /// Seconds per evaluation of each kind, each the mean over `count` steps of the sequence.
 Costs measure_costs(bool lstm, std::int64_t layers, const Tensor& x,
                     const std::vector<Tensor>& params, std::int64_t hidden, std::int64_t count) {
+  // One step of every stacked cell: the solver's own evaluation, so the costs are the solver's.
+  const weft::nn::CellProbe cell(lstm ? weft::nn::CellKind::LSTM : weft::nn::CellKind::GRU, layers);
   const std::int64_t batch = x.size(1);
   const size_t parts = static_cast<size_t>(lstm ? 2 * layers : layers);
   State s, lambda;
@@ -111,7 +91,7 @@ Costs measure_costs(bool lstm, std::int64_t layers, const Tensor& x,
   {
     torch::NoGradGuard no_grad;
     const double t0 = cpu_now();
-    for (std::int64_t k = 0; k < count; ++k) s = cell_step(lstm, layers, s, x[k], detached);
+    for (std::int64_t k = 0; k < count; ++k) s = cell.step(s, x[k], detached);
     c.plain = (cpu_now() - t0) / n;
   }
   // Recorded graphs, kept alive as the solver's cache keeps them, then their VJPs.
@@ -120,7 +100,7 @@ Costs measure_costs(bool lstm, std::int64_t layers, const Tensor& x,
   for (std::int64_t k = 0; k < count; ++k) {
     State in;
     for (const Tensor& t : s) in.push_back(t.detach().requires_grad_(true));
-    State y = cell_step(lstm, layers, in, x[k], leaves);
+    State y = cell.step(in, x[k], leaves);
     torch::NoGradGuard no_grad;
     State next;
     for (const Tensor& t : y) next.push_back(t.detach().clone());
@@ -144,7 +124,7 @@ Costs measure_costs(bool lstm, std::int64_t layers, const Tensor& x,
   for (std::int64_t k = 0; k < count; ++k) {
     State in;
     for (const Tensor& t : s) in.push_back(t.detach().requires_grad_(true));
-    const State y = cell_step(lstm, layers, in, x[k], detached);
+    const State y = cell.step(in, x[k], detached);
     lambda = torch::autograd::grad(y, in, lambda, false, false, true);
   }
   c.vjp = (cpu_now() - t0) / n;

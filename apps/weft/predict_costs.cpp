@@ -25,10 +25,9 @@
 #include "data_command.hpp"
 #include "network_factory.hpp"
 #include "predict.hpp"
-#include "recurrent_solve.hpp"  // weft_nn private (see CMakeLists.txt)
-#include "spatial.hpp"
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/models/sequence_classifier.hpp"
+#include "weft/nn/probes.hpp"
 #include "weft/train/model_zoo.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
@@ -114,18 +113,18 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
   };
   if (!o.forward_spatial().empty())
     m.forward_depth =
-        nn::detail::spatial_depths(o.forward_spatial(), levels(o.forward_solver_options()));
+        nn::SpatialProbe::depths(o.forward_spatial(), levels(o.forward_solver_options()));
   if (!o.backward_spatial().empty())
     m.adjoint_depth =
-        nn::detail::spatial_depths(o.backward_spatial(), levels(o.backward_solver_options()));
+        nn::SpatialProbe::depths(o.backward_spatial(), levels(o.backward_solver_options()));
   int depths = 0;
   for (const auto* d : {&m.forward_depth, &m.adjoint_depth})
     if (!d->empty()) depths = std::max(depths, *std::max_element(d->begin(), d->end()));
-  nn::detail::SpatialTransfer transfer;
+  nn::SpatialProbe transfer;
   const auto N = static_cast<size_t>(m.layers);
   for (int d = 1; d <= depths; ++d) {
     for (size_t p = 0; p < x.size(); ++p) {
-      const std::string why = nn::detail::why_not_coarsenable(x[p].sizes().vec());
+      const std::string why = nn::SpatialProbe::why_not_coarsenable(x[p].sizes().vec());
       if (!why.empty())
         throw InvalidOption("option --spatial-levels: depth " + std::to_string(d) +
                             ": the state at point " + std::to_string(p) + " (shape " +
@@ -191,7 +190,7 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
   }
 }
 
-/// gru/lstm: one stacked-cell step (nn::detail::StackedCell, as the MGRIT steps evaluate it,
+/// gru/lstm: one stacked-cell step (nn::CellProbe, as the MGRIT steps evaluate it,
 /// the implicit cell with its iterations included) in each of the ways the Recurrent solves use
 /// it, the head, the optimizer, and the serial reference: torch::nn::GRU/LSTM over the sequence
 /// (the implicit cell: its steps in sequence order) with the same head, loss and optimizer.
@@ -206,14 +205,11 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   const bool rows = models::parse_sequence_order(c.model.sequence) == models::SequenceOrder::Rows;
   const std::int64_t T = rows ? H : H * W, input = rows ? W : 1, B = c.batch;
   const std::int64_t hidden = c.model.hidden, L = c.model.rnn_layers;
-  nn::detail::StackedCell cell;
-  cell.kind =
+  const nn::CellProbe cell(
       train::sequence_classifier_spec(c.model, {image.begin() + 1, image.end()}, c.parallel, false)
-          .cell;
-  const bool lstm = cell.kind == nn::CellKind::LSTM;
-  cell.layers = L;
-  cell.implicit_step = c.model.implicit_step;
-  cell.implicit_iterations = c.model.implicit_iterations;
+          .cell,
+      L, c.model.implicit_step, c.model.implicit_iterations);
+  const bool lstm = cell.kind() == nn::CellKind::LSTM;
   torch::nn::LSTM lstm_module{nullptr};
   torch::nn::GRU gru_module{nullptr};
   if (lstm)
@@ -226,16 +222,16 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   const Tensor x = torch::randn({T, B, input});
   const Tensor labels = torch::randint(0, 10, {B}, torch::kInt64);
 
-  nn::detail::TensorTuple s0;
+  std::vector<Tensor> s0;
   for (std::int64_t k = 0; k < (lstm ? 2 * L : L); ++k) s0.push_back(torch::randn({B, hidden}));
   std::vector<Tensor> detached, graph_params;
   for (const Tensor& p : params) {
     detached.push_back(p.detach());
     graph_params.push_back(p.detach().requires_grad_(true));
   }
-  const nn::detail::TensorTuple lambda = s0;
+  const std::vector<Tensor> lambda = s0;
   const Tensor xt = x[0];
-  nn::detail::TensorTuple leaf, y;
+  std::vector<Tensor> leaf, y;
   auto record = [&](const std::vector<Tensor>& with) {
     torch::AutoGradMode on(true);
     leaf.clear();
@@ -270,7 +266,7 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
               });
   double axpy = 0;
   {
-    nn::detail::TensorTuple acc = s0;
+    std::vector<Tensor> acc = s0;
     for (Tensor& t : acc) t = t.clone();
     axpy = median_seconds(repeats, [&] {
       for (size_t i = 0; i < acc.size(); ++i) acc[i].add_(s0[i], 0.5);
@@ -308,9 +304,9 @@ MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
   auto optimizer = make_optimizer(c, all);
   auto serial_step = [&] {
     optimizer->zero_grad();
-    Tensor top;                    // the top layer's final hidden state
-    if (cell.implicit_step > 0) {  // --serial runs weft's cell on one rank: its sequential chain
-      nn::detail::TensorTuple s = s0;
+    Tensor top;             // the top layer's final hidden state
+    if (cell.implicit()) {  // --serial runs weft's cell on one rank: its sequential chain
+      std::vector<Tensor> s = s0;
       for (Tensor& t : s) t = torch::zeros_like(t);
       for (std::int64_t t = 0; t < T; ++t) s = cell.step(s, x[t], params);
       top = s[cell.top_h()];
