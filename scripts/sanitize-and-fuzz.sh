@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds weft with clang, AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's coverage
-# instrumentation into ./build-sanitize, runs every library test program under them (unit, MPI,
-# schedule, step map, reference, data, nn, breadth: each test program registered with
-# weft_add_test, at all its rank counts), then runs each libFuzzer harness (fuzz/) for
+# instrumentation into ./build-sanitize, runs every library test program under them (util,
+# mgrit, data, nn, models, the Trainer: each test program registered with weft_add_test, at all
+# its rank counts), then runs each libFuzzer harness (fuzz/) for
 # WEFT_FUZZ_SECONDS (default 60) from its seed corpus in fuzz/corpus. Any sanitizer report, test
 # failure or fuzzer crash fails the script. Not covered here: the end-to-end tests of the `weft`
 # programs (tests/cli, tests/train: they run the same library code through the CLI, and
@@ -12,11 +12,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-sanitize
 seconds=${WEFT_FUZZ_SECONDS:-60}
-tests=(weft_unit_test weft_solver_test weft_agree_test weft_pymgrit_semantics_test weft_schedule_test
-       weft_step_map_test weft_reference_test weft_data_test weft_breadth_problems_test
-       weft_breadth_gradient_test weft_breadth_petsc_test weft_nn_test weft_nn_stages_test
-       weft_nn_stages_net_test weft_nn_spatial_test weft_nn_recurrent_test
-       weft_nn_sequence_classifier_test weft_nn_predict_schedule_test)
+tests=(weft_util_test weft_agree_test weft_mgrit_test weft_solver_test weft_pymgrit_semantics_test
+       weft_schedule_test weft_step_map_test weft_reference_test weft_data_test
+       weft_breadth_problems_test weft_breadth_gradient_test weft_breadth_petsc_test weft_nn_test
+       weft_nn_stages_test weft_nn_spatial_test weft_nn_recurrent_test
+       weft_nn_predict_schedule_test weft_models_stages_net_test
+       weft_models_sequence_classifier_test weft_trainer_test)
 fuzzers=(idx checkpoint)
 # A test program added to the suite must be added here too (or the comment above must say why).
 registered=$(grep -ho 'weft_add_test(NAME [a-z0-9_]*' tests/*/CMakeLists.txt | awk '{print $2}' | sort)
