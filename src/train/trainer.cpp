@@ -148,8 +148,10 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
   set_torch_threads(options_in.threads, world);
   if (!options_in.resume_dir.empty()) {
     CheckpointInfo info;
-    mpi::collectively(world, [&] { info = read_checkpoint_info(options_in.resume_dir); });
-    check_checkpoint_fits(options_in.resume_dir, info, *train_in, network != nullptr);
+    mpi::collectively(world, [&] {  // every rank reads it: one agreed error, no abort
+      info = read_checkpoint_info(options_in.resume_dir);
+      check_checkpoint_fits(options_in.resume_dir, info, *train_in, network != nullptr);
+    });
     if (options_in.epochs <= info.epoch)
       throw InvalidOption("Trainer", "epochs",
                           fmt::format("{} leaves nothing to train: checkpoint {} is at epoch {}",
@@ -432,8 +434,10 @@ Evaluation evaluate_stored(const std::string& dir, const nn::Network* network,
     throw InvalidOption("evaluate_checkpoint", "batch",
                         std::to_string(batch) + " is invalid; accepted: >= 1");
   CheckpointInfo info;
-  mpi::collectively(comm, [&] { info = read_checkpoint_info(dir); });
-  check_checkpoint_fits(dir, info, data, network != nullptr);
+  mpi::collectively(comm, [&] {  // every rank reads it: one agreed error, no abort
+    info = read_checkpoint_info(dir);
+    check_checkpoint_fits(dir, info, data, network != nullptr);
+  });
   const auto exact = nn::LayerParallelOptions::exact();
   Classifier model =
       network ? Classifier(*network, comm, MPI_COMM_NULL, false, exact)

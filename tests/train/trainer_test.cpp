@@ -218,8 +218,24 @@ TEST(Trainer, NetworkOfTheUsersOwnTrainsLikeTheZoosModel) {
   const train::Evaluation stored =
       train::evaluate_checkpoint(o.checkpoint_dir, network, *test, 500, MPI_COMM_WORLD);
   expect_relative(stored.loss, custom->epochs[0].test_loss, 1e-6, "custom checkpoint");
-  EXPECT_THROW(train::evaluate_checkpoint(o.checkpoint_dir, *test, 500, MPI_COMM_WORLD),
-               weft::BadData);
+  // Refused on every rank alike (an agreed error: the CLI ends with one line, no abort).
+  try {
+    train::evaluate_checkpoint(o.checkpoint_dir, *test, 500, MPI_COMM_WORLD);
+    ADD_FAILURE() << "a custom checkpoint was evaluated without its network";
+  } catch (const weft::BadData& e) {
+    EXPECT_NE(dynamic_cast<const weft::Collective*>(&e), nullptr) << e.what();
+    EXPECT_NE(std::string(e.what()).find("network of the user's own"), std::string::npos);
+  }
+  train::TrainerOptions resume = o;
+  resume.epochs = 2;
+  resume.resume_dir = o.checkpoint_dir;
+  resume.checkpoint_dir.clear();
+  try {
+    train::Trainer zoo_resume(resume, bands(64, 1), test, MPI_COMM_WORLD);
+    ADD_FAILURE() << "a custom checkpoint was resumed without its network";
+  } catch (const weft::BadData& e) {
+    EXPECT_NE(dynamic_cast<const weft::Collective*>(&e), nullptr) << e.what();
+  }
 }
 
 TEST(ModelRegistry, EveryKindBuildsTheChainItAnnounces) {

@@ -91,7 +91,7 @@
 namespace weft::nn {
 
 namespace detail {
-class Core;
+struct Core;
 }  // namespace detail
 
 class LayerParallelImpl : public torch::nn::Module {
