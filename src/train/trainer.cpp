@@ -92,6 +92,12 @@ struct Trainer::State {
       for (auto& o : observers) event(*o);
     });
   }
+  trace::Settings trace_settings;  ///< the timeline's window (trace_path)
+
+  /// options.eval_batch, or max(batch, 500) when 0.
+  std::int64_t eval_batch() const {
+    return options.eval_batch > 0 ? options.eval_batch : std::max<std::int64_t>(options.batch, 500);
+  }
   void setup(TrainerOptions options, const nn::Network* network,
              std::shared_ptr<const DataSource> train, std::shared_ptr<const DataSource> test,
              MPI_Comm world);
@@ -216,8 +222,7 @@ torch::optim::Optimizer* Trainer::optimizer() {
 Evaluation Trainer::evaluate(const DataSource& data) {
   State& s = *state_;
   if (!s.active) return {};
-  return train::evaluate(*s.model, data, s.options.eval_batch > 0 ? s.options.eval_batch : 500,
-                         s.agree, s.data);
+  return train::evaluate(*s.model, data, s.eval_batch(), s.agree, s.data);
 }
 
 void Trainer::fit() {
@@ -243,8 +248,9 @@ void Trainer::fit() {
   // over epochs), written as soon as the last of them ends.
   std::int64_t run_batch = 0;
   bool trace_pending = !o.trace_path.empty();
-  trace::Settings trace_settings;
-  trace_settings.batches = o.trace_batches;
+  s.trace_settings = trace::Settings{};
+  s.trace_settings.batches = o.trace_batches;
+  const trace::Settings& trace_settings = s.trace_settings;
   auto write_trace = [&]() {
     trace_pending = false;
     trace::write(o.trace_path, s.agree,
@@ -362,7 +368,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     done.learning_rate = lr;
     for (auto& obs : observers) obs->batch_done(done);
     trace::batch_end(run_batch);
-    if (trace_pending && run_batch + 1 == trace::Settings{}.first_batch + o.trace_batches)
+    if (trace_pending && run_batch + 1 == trace_settings.first_batch + trace_settings.batches)
       write_trace();
     ++run_batch;
   }
@@ -370,9 +376,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
                      steady_mean(batch_ms)},
          slowest[4];
   mpi::check(MPI_Allreduce(times, slowest, 4, MPI_DOUBLE, MPI_MAX, agree), "MPI_Allreduce");
-  const Evaluation ev = train::evaluate(
-      *model, *test, o.eval_batch > 0 ? o.eval_batch : std::max<std::int64_t>(o.batch, 500), agree,
-      data);
+  const Evaluation ev = train::evaluate(*model, *test, eval_batch(), agree, data);
   const double epoch_seconds = now() - epoch_start;
   EpochMetrics m;
   if (model->solve_report(true)) {

@@ -55,7 +55,8 @@ class Trainer {
   /// (on every rank) when the loss becomes NaN or infinite.
   void fit();
 
-  /// `data` in eval mode (batch norm with running statistics, no dropout); collective.
+  /// `data` in eval mode (batch norm with running statistics, no dropout), in batches of
+  /// options().eval_batch (0: max(batch, 500)) as after every epoch; collective.
   Evaluation evaluate(const DataSource& data);
 
   /// The options in force (with resume: the checkpoint's model).
