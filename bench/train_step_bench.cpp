@@ -47,6 +47,7 @@
 #include "weft/models/image_resnet.hpp"
 #include "weft/models/stages_net.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/nn/probes.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/memory.hpp"
 #include "weft/util/mpi.hpp"
@@ -141,118 +142,73 @@ struct LayerCosts {
 };
 
 // Each chain layer's input in a forward of `x`.
-std::vector<torch::Tensor> layer_inputs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x) {
-  std::vector<torch::Tensor> inputs;
-  torch::NoGradGuard no_grad;
-  torch::Tensor z = seq->open().is_empty() ? x : seq->open().forward(x);
-  for (std::int64_t n = 0; n < seq->steps(); ++n) {
-    inputs.push_back(z);
-    const torch::Tensor y = seq->step(n).forward(z);
-    z = seq->is_transition(n) ? y : torch::add(z, y, seq->step_size(n));
-  }
-  return inputs;
+std::vector<torch::Tensor> layer_inputs(weft::nn::ChainProbe& chain, const torch::Tensor& x) {
+  std::vector<torch::Tensor> points = chain.states(x);
+  points.pop_back();
+  return points;
 }
 
-// One adjoint step of layer n as the solver performs it (src/nn/layer_evaluator.cpp): the VJP of
-// its graph y(leaf) with λ for the state (and the parameters), then λ + h·(∂F/∂x)ᵀλ summed into
-// autograd's result and the parameter gradients scaled in place by a 0-dim factor. Returns the
-// new λ and the seconds it took.
-std::pair<torch::Tensor, double> timed_vjp(weft::nn::SequentialNetwork& seq, std::int64_t n,
-                                           const torch::Tensor& leaf, const torch::Tensor& y,
-                                           const torch::Tensor& lambda, bool with_params,
-                                           bool retain_graph) {
-  const double h = seq->step_size(n);
-  const bool transition = seq->is_transition(n);
-  std::vector<torch::Tensor> wrt{leaf};
-  if (with_params) {
-    const auto params = seq->step(n).module().parameters();
-    wrt.insert(wrt.end(), params.begin(), params.end());
-  }
-  const torch::Tensor factor = torch::full({}, h, torch::TensorOptions().dtype(lambda.dtype()));
+// Seconds `body` takes.
+template <class Body>
+double seconds(Body&& body) {
   const double t0 = now();
-  auto grads = torch::autograd::grad({y}, wrt, {lambda}, retain_graph);
-  torch::NoGradGuard no_grad;
-  torch::Tensor out = transition ? grads[0] : at::add_out(grads[0], lambda, grads[0], h);
-  if (!transition)
-    for (size_t p = 1; p < grads.size(); ++p) grads[p].mul_(factor);
-  return {out, now() - t0};
+  body();
+  return now() - t0;
 }
 
-// One sample of every kind for every layer, at the layer's input from a forward of `x`.
-void measure_layer_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x,
-                         LayerCosts& costs) {
-  const std::vector<torch::Tensor> inputs = layer_inputs(seq, x);
-  costs.resize(static_cast<size_t>(seq->steps()));
-  for (std::int64_t n = 0; n < seq->steps(); ++n) {
+// One sample of every kind for every layer, at the layer's input from a forward of `x`, through
+// the probe: the solvers' own evaluations (src/nn/layer_evaluator.cpp).
+void measure_layer_costs(weft::nn::ChainProbe& chain, const torch::Tensor& x, LayerCosts& costs) {
+  const std::vector<torch::Tensor> inputs = layer_inputs(chain, x);
+  costs.resize(inputs.size());
+  for (std::int64_t n = 0; n < chain.layers(); ++n) {
     const auto k = static_cast<size_t>(n);
     const torch::Tensor& xn = inputs[k];
-    const double h = seq->step_size(n);
-    const bool transition = seq->is_transition(n);
-    double t0 = now();
-    {
-      torch::NoGradGuard no_grad;
-      const torch::Tensor y = seq->step(n).forward(xn);
-      const torch::Tensor out = transition ? y : torch::add(xn, y, h);
-    }
-    costs.plain[k].push_back(now() - t0);
-    t0 = now();
-    const torch::Tensor leaf = xn.detach().requires_grad_(true);
-    const torch::Tensor y = seq->step(n).forward(leaf);
-    costs.recorded[k].push_back(now() - t0);
-    const torch::Tensor lambda = torch::randn_like(y);
-    costs.vjp[k].push_back(timed_vjp(seq, n, leaf, y, lambda, false, true).second);
-    costs.vjp_params[k].push_back(timed_vjp(seq, n, leaf, y, lambda, true, true).second);
+    costs.plain[k].push_back(seconds([&] { chain.step(n, n + 1, xn); }));
+    weft::nn::StepGraph graph;
+    torch::Tensor out;
+    costs.recorded[k].push_back(seconds([&] { out = chain.record(n, xn, graph); }));
+    const torch::Tensor lambda = torch::randn_like(out);
+    std::vector<torch::Tensor> grads;
+    costs.vjp[k].push_back(seconds([&] { chain.vjp(n, n + 1, xn, lambda, graph, true); }));
+    costs.vjp_params[k].push_back(
+        seconds([&] { chain.vjp(n, n + 1, xn, lambda, graph, true, &grads); }));
   }
 }
 
 // One sample of each fine-level VJP as backprop performs it (see LayerCosts).
-void measure_backprop_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x,
+void measure_backprop_costs(weft::nn::ChainProbe& chain, const torch::Tensor& x,
                             LayerCosts& costs) {
-  const std::vector<torch::Tensor> inputs = layer_inputs(seq, x);
-  const auto layers = static_cast<size_t>(seq->steps());
+  const std::vector<torch::Tensor> inputs = layer_inputs(chain, x);
+  const size_t layers = inputs.size();
   costs.resize(layers);
   for (int with_params = 0; with_params < 2; ++with_params) {
-    std::vector<torch::Tensor> leaves, outputs;
-    for (size_t k = 0; k < layers; ++k) {
-      leaves.push_back(inputs[k].detach().requires_grad_(true));
-      outputs.push_back(seq->step(static_cast<std::int64_t>(k)).forward(leaves.back()));
-    }
-    torch::Tensor lambda = torch::randn_like(outputs.back());
+    std::vector<weft::nn::StepGraph> graphs(layers);
+    torch::Tensor lambda;
+    for (size_t k = 0; k < layers; ++k)
+      lambda = chain.record(static_cast<std::int64_t>(k), inputs[k], graphs[k]);
+    lambda = torch::randn_like(lambda);
+    std::vector<torch::Tensor> grads;
     for (size_t k = layers; k-- > 0;) {
       const auto n = static_cast<std::int64_t>(k);
-      auto [out, seconds] = timed_vjp(seq, n, leaves[k], outputs[k], lambda, with_params != 0,
-                                      /*retain_graph=*/false);
-      (with_params ? costs.vjp_params_backprop : costs.vjp_backprop)[k].push_back(seconds);
-      lambda = std::move(out);
+      const double t = seconds([&] {
+        lambda = chain.vjp(n, n + 1, inputs[k], lambda, graphs[k], /*retain_graph=*/false,
+                           with_params ? &grads : nullptr);
+      });
+      (with_params ? costs.vjp_params_backprop : costs.vjp_backprop)[k].push_back(t);
     }
   }
 }
 
-// A coarse step from point a to b as the solver evaluates it: each run of residual steps of one
-// stage as ONE step of its first layer with the run's summed step size (injected weights), each
-// transition as itself. Costs per coarse step (a, b), [sample]: forward without a graph, and the
-// adjoint's build (record the composition's graph, then the vector-Jacobian product). These are
-// the "cost per evaluation" of the coarse levels; summing isolated layer costs would leave out
-// what a composition costs beyond its layers.
+// A coarse step from point a to b as the solver evaluates it (each run of residual steps of one
+// stage as ONE step of its first layer with the run's summed step size, each transition as
+// itself). Costs per coarse step (a, b), [sample]: forward without a graph, and the adjoint's
+// build (record the composition's graph, then the vector-Jacobian product). These are the "cost
+// per evaluation" of the coarse levels; summing isolated layer costs would leave out what a
+// composition costs beyond its layers.
 struct CoarseCosts {
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<double>> plain, build;
 };
-
-torch::Tensor coarse_step(weft::nn::SequentialNetwork& seq, std::int64_t a, std::int64_t b,
-                          torch::Tensor z) {
-  for (std::int64_t n = a; n < b;) {
-    if (seq->is_transition(n)) {
-      z = seq->step(n).forward(z);
-      ++n;
-      continue;
-    }
-    std::int64_t end = n;
-    while (end < b && !seq->is_transition(end)) ++end;
-    z = torch::add(z, seq->step(n).forward(z), seq->step_size(n) * static_cast<double>(end - n));
-    n = end;
-  }
-  return z;
-}
 
 // The coarse intervals of a level whose points are the multiples of `span` (and N).
 std::vector<std::pair<std::int64_t, std::int64_t>> coarse_intervals(std::int64_t layers,
@@ -262,26 +218,19 @@ std::vector<std::pair<std::int64_t, std::int64_t>> coarse_intervals(std::int64_t
   return out;
 }
 
-void measure_coarse_costs(weft::nn::SequentialNetwork& seq, const torch::Tensor& x,
+void measure_coarse_costs(weft::nn::ChainProbe& chain, const torch::Tensor& x,
                           const std::vector<std::int64_t>& spans, CoarseCosts& costs) {
-  const std::vector<torch::Tensor> inputs = layer_inputs(seq, x);
+  const std::vector<torch::Tensor> inputs = layer_inputs(chain, x);
   for (std::int64_t span : spans)
-    for (const auto& [a, b] : coarse_intervals(seq->steps(), span)) {
+    for (const auto& [a, b] : coarse_intervals(chain.layers(), span)) {
+      const std::int64_t from = a, to = b;  // (structured bindings: not capturable in C++17)
       const torch::Tensor& xa = inputs[static_cast<size_t>(a)];
-      double t0 = now();
-      {
-        torch::NoGradGuard no_grad;
-        const torch::Tensor out = coarse_step(seq, a, b, xa);
-      }
-      costs.plain[{a, b}].push_back(now() - t0);
-      t0 = now();
-      const torch::Tensor leaf = xa.detach().requires_grad_(true);
-      const torch::Tensor z = coarse_step(seq, a, b, leaf);
-      const double recorded = now() - t0;
-      const torch::Tensor lambda = torch::randn_like(z);
-      t0 = now();
-      const auto grads = torch::autograd::grad({z}, {leaf}, {lambda});
-      costs.build[{a, b}].push_back(recorded + now() - t0);
+      torch::Tensor out;
+      costs.plain[{a, b}].push_back(seconds([&] { out = chain.step(from, to, xa); }));
+      const torch::Tensor lambda = torch::randn_like(out);
+      weft::nn::StepGraph fresh;
+      costs.build[{a, b}].push_back(
+          seconds([&] { chain.vjp(from, to, xa, lambda, fresh, /*retain_graph=*/false); }));
     }
 }
 
@@ -378,9 +327,13 @@ int main(int argc, char** argv) {
   // The baseline runs on rank 0 while the other ranks wait for the next configuration.
   weft::nn::SequentialNetwork seq(nullptr);
   std::unique_ptr<torch::optim::SGD> seq_opt;
+  // The work bound's costs per evaluation: the chain's steps as the solvers evaluate them.
+  std::unique_ptr<weft::nn::ChainProbe> probe;
   if (rank == 0) {
     seq = weft::nn::SequentialNetwork(net);
     seq_opt = std::make_unique<torch::optim::SGD>(seq->parameters(), 0.01);
+    probe = std::make_unique<weft::nn::ChainProbe>(weft::nn::LayerParallel(MPI_COMM_SELF, net));
+    probe->module()->train();
   }
   configs.emplace_back();
   configs.back().name = "plain LibTorch (rank 0)";
@@ -536,9 +489,9 @@ int main(int argc, char** argv) {
   for (int round = 0; round < warmup + rounds; ++round) {
     if (rank == 0 && round >= warmup)
       for (size_t sample = 0; sample < kSamplesPerRound; ++sample) {
-        measure_layer_costs(seq, data.images[0], costs);
-        measure_backprop_costs(seq, data.images[0], costs);
-        measure_coarse_costs(seq, data.images[0], spans, coarse_costs);
+        measure_layer_costs(*probe, data.images[0], costs);
+        measure_backprop_costs(*probe, data.images[0], costs);
+        measure_coarse_costs(*probe, data.images[0], spans, coarse_costs);
       }
     for (int i = 0; i < batches; ++i)
       for (auto& c : configs) {

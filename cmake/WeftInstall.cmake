@@ -6,7 +6,7 @@
 #   target_link_libraries(app PRIVATE weft::nn)      # the LibTorch layer (finds Torch itself)
 #
 # Exported targets: weft::util (MPI helpers, timelines, the clock; weft::mgrit links it),
-# weft::mgrit, weft::problems, weft::data and, with LibTorch, weft::nn,
+# weft::mgrit, weft::problems, weft::data, weft::report (traces read back, plots) and, with LibTorch, weft::nn,
 # weft::nn_options (LayerParallelOptions, which weft::nn links), weft::models, weft::train (the
 # Trainer) and weft::train_options (its LibTorch-free options, which weft::train links). The PETSc
 # problems are not exported (PETSc comes as a pkg-config target that a consumer would have to
@@ -17,7 +17,7 @@ include(CMakePackageConfigHelpers)
 set(WEFT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/weft
     CACHE STRING "Where weftConfig.cmake is installed, relative to the prefix")
 
-set(weft_exported weft_util weft_mgrit weft_problems weft_data)
+set(weft_exported weft_util weft_mgrit weft_problems weft_data weft_report)
 if(WEFT_WITH_TORCH)
   list(APPEND weft_exported weft_nn_options weft_nn weft_models weft_train_options weft_train)
 endif()

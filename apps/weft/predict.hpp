@@ -1,7 +1,6 @@
 #pragma once
-// `weft predict`: time per batch at P ranks from costs measured here, priced by the nn layer's
-// cost model (weft/nn/cost_model.hpp). LibTorch-free: the costs come from predict_costs.cpp,
-// the only file of `predict` that includes LibTorch.
+// `weft predict`: time per batch at P ranks from costs measured here (weft/train/
+// cost_measurement.hpp), priced by the nn layer's cost model (weft/nn/cost_model.hpp).
 #include <mpi.h>
 
 #include <array>
@@ -32,10 +31,6 @@ struct PredictConfig {
   double latency = -1;    ///< seconds; < 0: ping-pong with 2 ranks, else the default
   double bandwidth = -1;  ///< bytes per second; likewise
 };
-
-/// Measures the model's costs on this process (LibTorch; predict_costs.cpp): each figure is
-/// the median over `passes` passes spread over time.
-MeasuredCosts measure_costs(const TrainConfig& c, int passes);
 
 /// Collective over `comm`; returns the exit code.
 int run_prediction(const PredictConfig& config, MPI_Comm comm);

@@ -5,7 +5,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -14,13 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "predict.hpp"
 #include "train_command.hpp"
+#include "weft/train/cost_measurement.hpp"
 #include "weft/train/model_registry.hpp"
-#include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -29,64 +27,14 @@ namespace {
 
 using json = nlohmann::json;
 
-// Typical of MPI between two processes of one node over shared memory; --latency-us and
-// --bandwidth-gbs replace them, a run on 2 or more ranks measures them.
-constexpr double kDefaultLatency = 2e-6;
-constexpr double kDefaultBandwidth = 5e9;
 constexpr double kMiB = 1024.0 * 1024.0;
 
-using weft::clock::now;
-
-/// A barrier that sleeps between polls.
-void quiet_barrier(MPI_Comm comm) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  mpi::check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
-  for (int done = 0; !done;) {
-    mpi::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test (barrier)");
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
-/// Half the median round trip of `bytes` between ranks 0 and 1 (others idle).
-double half_round_trip(MPI_Comm comm, std::size_t bytes, int repeats) {
-  const int rank = mpi::rank(comm);
-  std::vector<char> buffer(std::max<std::size_t>(bytes, 1));
-  std::vector<double> t;
-  for (int k = 0; k <= repeats; ++k) {
-    const double t0 = now();
-    if (rank == 0) {
-      mpi::check(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, comm), "ping");
-      mpi::check(
-          MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, comm, MPI_STATUS_IGNORE),
-          "pong");
-    } else if (rank == 1) {
-      mpi::check(
-          MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, comm, MPI_STATUS_IGNORE),
-          "ping");
-      mpi::check(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, comm), "pong");
-    }
-    if (k > 0) t.push_back((now() - t0) / 2);
-  }
-  std::sort(t.begin(), t.end());
-  double mid = t[t.size() / 2];
-  mpi::check(MPI_Bcast(&mid, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast (ping-pong)");
-  return mid;
-}
-
 LinkCosts link_costs(const PredictConfig& p, MPI_Comm comm, std::size_t state_bytes) {
+  if (p.latency < 0 && p.bandwidth <= 0) return nn::measure_link(comm, state_bytes);
   LinkCosts link;
-  if (p.latency >= 0 || p.bandwidth > 0 || mpi::size(comm) < 2) {
-    link.latency = p.latency >= 0 ? p.latency : kDefaultLatency;
-    link.bandwidth = p.bandwidth > 0 ? p.bandwidth : kDefaultBandwidth;
-    link.source = p.latency >= 0 || p.bandwidth > 0 ? "flags (defaults for the rest)"
-                                                    : "defaults (run on 2 ranks to measure)";
-    return link;
-  }
-  const double small = half_round_trip(comm, 8, 200);
-  const double large = half_round_trip(comm, state_bytes, 20);
-  link.latency = small;
-  link.bandwidth = large > small ? static_cast<double>(state_bytes) / (large - small) : 1e12;
-  link.source = fmt::format("ping-pong between ranks 0 and 1 (8 B and {} B)", state_bytes);
+  link.latency = p.latency >= 0 ? p.latency : nn::kDefaultLatency;
+  link.bandwidth = p.bandwidth > 0 ? p.bandwidth : nn::kDefaultBandwidth;
+  link.source = "flags (defaults for the rest)";
   return link;
 }
 
@@ -228,11 +176,17 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   MeasuredCosts m;
   std::exception_ptr error;
   if (mpi::rank(comm) == 0) try {
-      m = measure_costs(c, p.repeats);
+      m = train::measure_costs(c, training_example_shape(c), p.repeats);
+    } catch (const InvalidOption& e) {  // the library's option, as its flag
+      error = std::make_exception_ptr(e.option() == "spatial_levels"
+                                          ? InvalidOption("option --spatial-levels: " + e.detail())
+                                          : e);
     } catch (...) {
       error = std::current_exception();
     }
-  quiet_barrier(comm);
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  mpi::check(MPI_Ibarrier(comm, &barrier), "MPI_Ibarrier");
+  mpi::wait_politely(barrier, "the measuring rank");
   mpi::agree_or_throw(comm, error);
   std::size_t bytes = 0;
   if (mpi::rank(comm) == 0) bytes = m.state_bytes.empty() ? 8 : m.state_bytes.back();

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "trace_file.hpp"
 #include "weft/mgrit/replay.hpp"
+#include "weft/report/trace_file.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -77,7 +77,7 @@ std::string run(const ReplayArgs& a) {
     link.bandwidth = 1e9 * parse_number("--bandwidth-gbs", a.bandwidth_gbs, "a number > 0");
     if (!(link.bandwidth > 0)) invalid_value("--bandwidth-gbs", a.bandwidth_gbs, "a number > 0");
   }
-  const TraceFile trace = read_trace(a.input);
+  const report::TraceFile trace = report::read_trace(a.input);
   mgrit::Replay r;
   try {
     r = mgrit::replay(trace.events, link);

@@ -18,7 +18,6 @@
 
 #include "cli_support.hpp"
 #include "data_command.hpp"
-#include "network_factory.hpp"
 #include "preflight.hpp"
 #include "train_observers.hpp"
 #include "weft/data/idx.hpp"
@@ -57,26 +56,6 @@ std::string stored_size_text(const train::ExampleShape& e) {
 
 bool same_size(const train::ExampleShape& e, const data::ImageSet& set) {
   return e.rows == set.rows && e.cols == set.cols && e.depth == set.depth;
-}
-
-train::TrainerOptions trainer_options(const TrainConfig& c) {
-  train::TrainerOptions o;
-  o.model = c.model;
-  o.batch = c.batch;
-  o.epochs = c.epochs;
-  o.optimizer = c.optimizer;
-  o.lr = c.lr;
-  o.lr_schedule = c.lr_schedule;
-  o.momentum = c.momentum;
-  o.threads = c.threads;
-  o.serial = c.serial;
-  o.data_ranks = c.data_ranks;
-  o.parallel = c.parallel;
-  o.checkpoint_dir = c.checkpoint_dir;
-  o.resume_dir = c.resume_dir;
-  o.trace_path = c.trace_path;
-  o.trace_batches = c.trace_batches;
-  return o;
 }
 
 }  // namespace
@@ -136,7 +115,8 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   auto train_data = train::TensorSource::from_images(train_raw, norm);
   auto test_data = train::TensorSource::from_images(test_raw, norm);
 
-  train::Trainer trainer(trainer_options(c), train_data, test_data, world);
+  train::Trainer trainer(static_cast<const train::TrainerOptions&>(c), train_data, test_data,
+                         world);
   trainer.add_observer(std::make_shared<ConsoleReport>(
       c, DataText{size_text(train_raw), c.data_dir, train_raw.rows, train_raw.cols}));
   if (!c.metrics_path.empty()) trainer.add_observer(std::make_shared<MetricsFile>(c.metrics_path));
@@ -192,19 +172,14 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   return 0;
 }
 
-// For `weft predict` (network_factory.hpp): the network `weft train` builds, for images of
-// the training set's shape.
-std::vector<std::int64_t> training_image_shape(const TrainConfig& c) {
+std::vector<std::int64_t> training_example_shape(const TrainConfig& c) {
+  if (c.data_dir == kShapes3dName) {
+    const std::int64_t n = Shapes3dDefaults::size;
+    return {1, n, n, n};
+  }
   const data::ImageSet one = read_split(c.data_dir, data::Split::Train, 1);
-  return one.spatial_dims == 3 ? std::vector<std::int64_t>{1, 1, one.depth, one.rows, one.cols}
-                               : std::vector<std::int64_t>{1, 1, one.rows, one.cols};
-}
-
-nn::Network make_training_network(const ModelConfig& m, const std::vector<std::int64_t>& shape) {
-  if (train::is_recurrent(m))  // a replicated cell: predict_costs measures it
-    throw InvalidOption("option --model: '" + m.kind +
-                        "' has no chain of layers; accepted: resnet, stages, conv3d");
-  return train::build_network(m, {shape.begin() + 1, shape.end()});
+  return one.spatial_dims == 3 ? std::vector<std::int64_t>{1, one.depth, one.rows, one.cols}
+                               : std::vector<std::int64_t>{1, one.rows, one.cols};
 }
 
 }  // namespace weft::cli

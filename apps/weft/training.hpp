@@ -8,35 +8,20 @@
 #include <string>
 #include <vector>
 
-#include "weft/nn/options.hpp"
 #include "weft/train/model_config.hpp"
+#include "weft/train/options.hpp"
 
 namespace weft::cli {
 
 using train::ModelConfig;
 
-struct TrainConfig {
-  ModelConfig model;
+/// The Trainer's options plus what only the command line has: which files --data names, the
+/// outputs, and which flags were given.
+struct TrainConfig : train::TrainerOptions {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::int64_t batch = 50;
-  int epochs = 2;
   std::int64_t train_size = -1;  ///< -1: the whole training set
   std::int64_t test_size = -1;
-  std::string optimizer = "adam";  ///< sgd | adam
-  double lr = 1e-3;
-  /// constant | cosine: lr · (1 + cos(π k / K)) / 2 at global batch k of K = epochs × batches
-  /// per epoch (a function of the batch index only, so resumed runs follow the same curve).
-  std::string lr_schedule = "constant";
-  double momentum = 0.9;
-  int threads = 0;      ///< torch intra-op threads per rank; 0: cores / ranks
-  bool serial = false;  ///< plain sequential LibTorch training (rank 0), the reference
-  int data_ranks = 1;   ///< replicas of P / data_ranks layer-parallel ranks each
-  nn::LayerParallelOptions parallel;
   std::string metrics_path;
-  std::string trace_path;          ///< --trace: a timeline of a few batches (docs/tracing.md)
-  std::int64_t trace_batches = 4;  ///< traced batches, after the first two of the run
-  std::string checkpoint_dir;
-  std::string resume_dir;
   /// The flags given on the command line among those a checkpoint fixes (--channels, --steps,
   /// --T, --open, --seed, --optimizer): with --resume each must match the checkpoint.
   std::set<std::string> given;
@@ -55,5 +40,10 @@ struct EvalConfig {
 /// Collective over `comm`; returns the exit code. Throws weft errors (see cli_support.hpp).
 int run_training(const TrainConfig& config, MPI_Comm comm);
 int run_evaluation(const EvalConfig& config, MPI_Comm comm);
+
+/// One training example's shape ([channels, rows, cols], or [channels, depth, rows, cols] for
+/// volumes) of the set --data names: "shapes3d" is the cached default set's, without
+/// generating it; a folder's is read from its first training image.
+std::vector<std::int64_t> training_example_shape(const TrainConfig& config);
 
 }  // namespace weft::cli

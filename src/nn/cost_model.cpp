@@ -8,6 +8,8 @@
 
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/nn/cost_model.hpp"
+#include "weft/util/clock.hpp"
+#include "weft/util/mpi.hpp"
 
 namespace weft::nn {
 namespace {
@@ -315,6 +317,50 @@ MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_
     per_point(out.spatial[d].interpolation, m.spatial[d].interpolation);
   }
   return out;
+}
+
+namespace {
+/// Half the median round trip of `bytes` between ranks 0 and 1 (others idle), on every rank.
+double half_round_trip(MPI_Comm comm, std::size_t bytes, int repeats) {
+  const int rank = mpi::rank(comm);
+  std::vector<char> buffer(std::max<std::size_t>(bytes, 1));
+  std::vector<double> t;
+  for (int k = 0; k <= repeats; ++k) {
+    const double t0 = clock::now();
+    if (rank == 0) {
+      mpi::check(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, comm), "ping");
+      mpi::check(
+          MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, comm, MPI_STATUS_IGNORE),
+          "pong");
+    } else if (rank == 1) {
+      mpi::check(
+          MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, comm, MPI_STATUS_IGNORE),
+          "ping");
+      mpi::check(MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, comm), "pong");
+    }
+    if (k > 0) t.push_back((clock::now() - t0) / 2);
+  }
+  std::sort(t.begin(), t.end());
+  double mid = t[t.size() / 2];
+  mpi::check(MPI_Bcast(&mid, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast (ping-pong)");
+  return mid;
+}
+}  // namespace
+
+LinkCosts measure_link(MPI_Comm comm, std::size_t state_bytes) {
+  LinkCosts link;
+  if (mpi::size(comm) < 2) {
+    link.latency = kDefaultLatency;
+    link.bandwidth = kDefaultBandwidth;
+    link.source = "defaults (run on 2 ranks to measure)";
+    return link;
+  }
+  const double small = half_round_trip(comm, 8, 200);
+  const double large = half_round_trip(comm, state_bytes, 20);
+  link.latency = small;
+  link.bandwidth = large > small ? static_cast<double>(state_bytes) / (large - small) : 1e12;
+  link.source = "ping-pong between ranks 0 and 1 (8 B and " + std::to_string(state_bytes) + " B)";
+  return link;
 }
 
 }  // namespace weft::nn

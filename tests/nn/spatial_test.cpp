@@ -14,9 +14,9 @@
 #include <tuple>
 #include <vector>
 
-#include "spatial.hpp"
 #include "weft/mgrit/options.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/nn/probes.hpp"
 #include "weft/util/error.hpp"
 #include "world.hpp"
 
@@ -29,7 +29,7 @@ using weft::nn::LayerParallel;
 using weft::nn::LayerParallelOptions;
 using weft::nn::Network;
 using weft::nn::Stage;
-using weft::nn::detail::SpatialTransfer;
+using SpatialTransfer = weft::nn::SpatialProbe;
 namespace mgrit = weft::mgrit;
 using weft::test::world_rank;
 using weft::test::world_size;
@@ -91,7 +91,7 @@ TEST(SpatialTransfer, ScaledKernelsScaleTheMomentOfOrderABy2PowerMinusAPerCoarse
   // M_ab / 2^(a+b), so its sum (M_00) is kept.
   torch::manual_seed(4);
   const Tensor k = torch::randn({2, 3, 3, 3}, kDouble);
-  const Tensor c = weft::nn::detail::scaled_kernel(k, 1);
+  const Tensor c = SpatialTransfer::scaled_kernel(k, 1);
   const Tensor j = torch::tensor({-1.0, 0.0, 1.0}, kDouble);
   for (int a = 0; a < 3; ++a)
     for (int b = 0; b < 3; ++b) {
@@ -101,14 +101,14 @@ TEST(SpatialTransfer, ScaledKernelsScaleTheMomentOfOrderABy2PowerMinusAPerCoarse
           << "moment " << a << "," << b;
     }
   // Two coarsenings are one coarsening twice; a centred delta (the identity) is left alone.
-  EXPECT_LT((weft::nn::detail::scaled_kernel(k, 2) - weft::nn::detail::scaled_kernel(c, 1))
+  EXPECT_LT((SpatialTransfer::scaled_kernel(k, 2) - SpatialTransfer::scaled_kernel(c, 1))
                 .abs()
                 .max()
                 .item<double>(),
             1e-14);
   Tensor delta = torch::zeros({1, 1, 3, 3, 3}, kDouble);
   delta.index_put_({0, 0, 1, 1, 1}, 1.0);
-  EXPECT_LT((weft::nn::detail::scaled_kernel(delta, 2) - delta).abs().max().item<double>(), 1e-15);
+  EXPECT_LT((SpatialTransfer::scaled_kernel(delta, 2) - delta).abs().max().item<double>(), 1e-15);
 }
 
 // ------------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 // module does around them), and their replay on virtual clocks at any rank count
 // (predict_batch). `weft predict` measures the costs and prints the predictions; the model
 // itself needs neither LibTorch nor MPI.
+#include <mpi.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -127,6 +129,15 @@ mgrit::Schedule batch_schedule(const LayerParallelOptions& options, const Measur
 /// The batch at `ranks` ranks: the schedule above on virtual clocks (mgrit::simulate).
 Prediction predict_batch(const LayerParallelOptions& options, const MeasuredCosts& m,
                          const LinkCosts& link, int ranks);
+
+/// Typical of MPI between two processes of one node over shared memory.
+inline constexpr double kDefaultLatency = 2e-6;   ///< seconds
+inline constexpr double kDefaultBandwidth = 5e9;  ///< bytes per second
+
+/// Collective over `comm`: the latency (half the median round trip of 8 bytes) and bandwidth
+/// (of `state_bytes`, less the latency) of messages between ranks 0 and 1, the other ranks
+/// idle; with fewer than 2 ranks, the defaults above (source "defaults ...").
+LinkCosts measure_link(MPI_Comm comm, std::size_t state_bytes);
 
 /// The costs of the same single-stage network with `layers` layers: layer n takes the figures
 /// of measured layer min(n, m.layers - 1), point p those of min(p, m.layers); the step size

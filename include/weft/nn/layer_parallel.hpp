@@ -93,6 +93,7 @@ namespace weft::nn {
 namespace detail {
 struct Core;
 }  // namespace detail
+class ChainProbe;
 
 class LayerParallelImpl : public torch::nn::Module {
  public:
@@ -175,6 +176,7 @@ class LayerParallelImpl : public torch::nn::Module {
   void to(torch::Device device, bool non_blocking = false) override;
 
  private:
+  friend class ChainProbe;  // evaluates the chain with the solvers' code (weft/nn/probes.hpp)
   std::unique_ptr<detail::Core> core_;
 };
 TORCH_MODULE(LayerParallel);

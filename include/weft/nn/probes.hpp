@@ -7,6 +7,11 @@
 //   torch::Tensor coarse = spatial.restrict(state);   // [N, C, H, W] -> [N, C, H/2, W/2]
 //   weft::nn::CellProbe cell(weft::nn::CellKind::GRU, /*layers=*/2);
 //   auto next = cell.step(state, x_t, parameters);    // one MGRIT step of Recurrent
+//   weft::nn::ChainProbe chain(weft::nn::LayerParallel(MPI_COMM_SELF, network));
+//   auto x = chain.states(images);                    // points 0..N of a forward
+//   weft::nn::StepGraph g;
+//   chain.record(n, x[n], g);                         // a fine step with its graph
+//   auto lambda_n = chain.vjp(n, n + 1, x[n], lambda, g, /*retain_graph=*/true);
 #include <torch/types.h>
 
 #include <cstdint>
@@ -14,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/nn/layer_parallel.hpp"
 #include "weft/nn/recurrent.hpp"
 
 namespace weft::nn {
@@ -21,6 +27,7 @@ namespace weft::nn {
 namespace detail {
 class SpatialTransfer;
 struct StackedCell;
+struct Graph;
 }  // namespace detail
 
 /// The transfers between a level and the level coarsened in space from it (full weighting
@@ -40,6 +47,9 @@ class SpatialProbe {
   static std::vector<int> depths(const std::vector<int>& flags, int levels);
   /// Empty when a state of `shape` can be restricted, else why not.
   static std::string why_not_coarsenable(const std::vector<std::int64_t>& shape);
+  /// A 3x3(x3) convolution kernel as layers use it on a grid 2^depth times coarser
+  /// (LayerParallelOptions::spatial_scale_kernels).
+  static torch::Tensor scaled_kernel(const torch::Tensor& weight, int depth);
 
  private:
   std::unique_ptr<detail::SpatialTransfer> transfer_;
@@ -68,6 +78,55 @@ class CellProbe {
 
  private:
   std::unique_ptr<detail::StackedCell> cell_;
+};
+
+/// A fine step's recorded graph (ChainProbe::record), for its vector-Jacobian products.
+class StepGraph {
+ public:
+  StepGraph();
+  ~StepGraph();
+  StepGraph(StepGraph&&) noexcept;
+  StepGraph& operator=(StepGraph&&) noexcept;
+  bool recorded() const;
+
+ private:
+  friend class ChainProbe;
+  std::unique_ptr<detail::Graph> graph_;
+};
+
+/// The chain of a LayerParallel module that holds every layer (one rank: MPI_COMM_SELF),
+/// evaluated by the code its solvers run, with the module's random streams (its training mode
+/// and next batch index) and buffer rules: steps without a graph (coarse steps composed as the
+/// solvers compose them), a fine step that records its graph, and adjoint steps.
+class ChainProbe {
+ public:
+  /// Throws weft::InvalidOption when the module does not hold every chain layer.
+  explicit ChainProbe(LayerParallel module);
+
+  LayerParallel& module() { return module_; }
+  std::int64_t layers() const;
+  bool is_transition(std::int64_t n) const;
+  /// h of layer n's stage; 0 for a transition.
+  double step_size(std::int64_t n) const;
+  /// The states at points 0..N of a forward of `input` without graphs (point 0: the open
+  /// layer's output).
+  std::vector<torch::Tensor> states(const torch::Tensor& input);
+  /// The step from point a to point b > a at x without a graph; `depth` > 0: x lives on a grid
+  /// 2^depth times coarser in space.
+  torch::Tensor step(std::int64_t a, std::int64_t b, const torch::Tensor& x, int depth = 0);
+  /// The fine step n at x, recording layer n's graph into `graph`; returns the step's value.
+  torch::Tensor record(std::int64_t n, const torch::Tensor& x, StepGraph& graph);
+  /// The adjoint step from point b back to a at the forward state x_a: (dΦ/dx)ᵀ λ. A fine step
+  /// reuses `graph` (recorded here when empty; kept with `retain_graph`); with `param_grads`
+  /// it also gives layer a's parameter gradients (dΦ/dθ)ᵀ λ, for the parameters that required
+  /// gradients when the probe was built.
+  torch::Tensor vjp(std::int64_t a, std::int64_t b, const torch::Tensor& x_a,
+                    const torch::Tensor& lambda, StepGraph& graph, bool retain_graph,
+                    std::vector<torch::Tensor>* param_grads = nullptr, int depth = 0);
+
+ private:
+  detail::Core& core();
+  LayerParallel module_;
 };
 
 }  // namespace weft::nn

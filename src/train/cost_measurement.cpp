@@ -1,30 +1,24 @@
-// `weft predict`: the costs of the model's own layers on this process (the only LibTorch file
-// of `predict`), at the training batch size, in training mode, on the states the network
-// actually produces. The speed of a shared machine drifts by tens of percent over seconds, so
-// a figure timed in one burst carries whatever speed that moment had, and figures timed at
-// different moments do not add up to a batch. Hence passes: each pass times every figure (the
-// median of a short burst after a warm-up), the passes follow one another over several seconds,
-// and each figure is the median over the passes: every figure sees the same spread of moments,
-// as the batches of a training epoch do.
-// Two private headers of weft_nn are read here so that the figures are those of the code that
-// runs: the spatial restriction and interpolation (spatial.hpp) and the stacked recurrent cell
-// (recurrent_solve.hpp).
+// The measured costs of weft/nn/cost_model.hpp for a model (weft/train/cost_measurement.hpp).
+// The speed of a shared machine drifts by tens of percent over seconds, so a figure timed in one
+// burst carries whatever speed that moment had, and figures timed at different moments do not
+// add up to a batch. Hence passes: each pass times every figure (the median of a short burst
+// after a warm-up), the passes follow one another over several seconds, and each figure is the
+// median over the passes: every figure sees the same spread of moments, as the batches of a
+// training epoch do. The chain's steps are timed through nn::ChainProbe and the recurrent cell
+// through nn::CellProbe: the code the solvers run.
+#include "weft/train/cost_measurement.hpp"
+
 #include <malloc.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "data_command.hpp"
-#include "network_factory.hpp"
-#include "predict.hpp"
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/models/sequence_classifier.hpp"
 #include "weft/nn/probes.hpp"
@@ -32,9 +26,13 @@
 #include "weft/util/clock.hpp"
 #include "weft/util/error.hpp"
 
-namespace weft::cli {
+namespace weft::train {
 namespace {
 
+using nn::LinkCosts;
+using nn::MeasuredCosts;
+using nn::Prediction;
+using nn::SpatialCosts;
 using torch::Tensor;
 
 using weft::clock::now;
@@ -67,21 +65,12 @@ double count_parameters(const torch::nn::Module& m) {
   return n;
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& c,
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& c,
                                                         std::vector<Tensor> params) {
   if (c.optimizer == "sgd")
     return std::make_unique<torch::optim::SGD>(params,
                                                torch::optim::SGDOptions(c.lr).momentum(c.momentum));
   return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr));
-}
-
-/// [1, channels, ...] of one training image; the cached 3-D set's volume without generating it.
-std::vector<std::int64_t> image_shape(const TrainConfig& c) {
-  if (c.data_dir == kShapes3dName) {
-    const std::int64_t n = Shapes3dDefaults::size;
-    return {1, 1, n, n, n};
-  }
-  return training_image_shape(c);
 }
 
 /// Median seconds of `body` once per distinct shape of `states` (states of one stage share it).
@@ -99,10 +88,10 @@ std::vector<double> per_state(const std::vector<Tensor>& states,
   return out;
 }
 
-/// The figures of spatial depths 1, 2, ... that the solvers' levels use (--spatial-levels):
-/// the layers applied to the restricted states (as LayerEvaluator does on coarse levels), the
-/// coarse states' sizes and FAS updates, and the transfers between depths.
-void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
+/// The figures of spatial depths 1, 2, ... that the solvers' levels use (spatial_levels): the
+/// steps on the restricted states (as the solvers evaluate them on coarse levels), the coarse
+/// states' sizes and FAS updates, and the transfers between depths.
+void measure_spatial(const TrainerOptions& c, nn::ChainProbe& chain,
                      const std::vector<std::int64_t>& representative, std::vector<Tensor> x,
                      int repeats, MeasuredCosts& m) {
   const auto& o = c.parallel;
@@ -126,9 +115,10 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
     for (size_t p = 0; p < x.size(); ++p) {
       const std::string why = nn::SpatialProbe::why_not_coarsenable(x[p].sizes().vec());
       if (!why.empty())
-        throw InvalidOption("option --spatial-levels: depth " + std::to_string(d) +
-                            ": the state at point " + std::to_string(p) + " (shape " +
-                            c10::str(x[p].sizes()) + ") " + why);
+        throw InvalidOption("LayerParallelOptions", "spatial_levels",
+                            "depth " + std::to_string(d) + ": the state at point " +
+                                std::to_string(p) + " (shape " + c10::str(x[p].sizes()) + ") " +
+                                why);
     }
     SpatialCosts sc;
     const std::vector<Tensor> fine = x;
@@ -156,35 +146,18 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
         sc.adjoint_reuse[k] = sc.adjoint_reuse[r];
         continue;
       }
-      nn::Layer& layer = net->step(static_cast<std::int64_t>(k));
-      const bool tr = m.transition[k];
-      const double h = m.step_size[k];
+      const auto n = static_cast<std::int64_t>(k);
       const Tensor& xk = x[k];
       const Tensor lambda = torch::randn_like(x[k + 1]);
-      sc.forward[k] = median_seconds(repeats, [&] {
-        torch::NoGradGuard no_grad;
-        const Tensor y = layer.forward(xk);
-        if (!tr) torch::add(xk, y, h);
-      });
+      sc.forward[k] = median_seconds(repeats, [&] { chain.step(n, n + 1, xk, d); });
       sc.adjoint_build[k] = median_seconds(repeats, [&] {
-        torch::AutoGradMode on(true);
-        const Tensor leaf = xk.detach().requires_grad_(true);
-        const Tensor y = layer.forward(leaf);
-        const auto g = torch::autograd::grad({y}, {leaf}, {lambda}, false, false, true);
-        torch::NoGradGuard no_grad;
-        if (!tr) torch::add(lambda, g[0], h);
+        nn::StepGraph fresh;
+        chain.vjp(n, n + 1, xk, lambda, fresh, false, nullptr, d);
       });
-      Tensor leaf, y;
-      {
-        torch::AutoGradMode on(true);
-        leaf = xk.detach().requires_grad_(true);
-        y = layer.forward(leaf);
-      }
-      sc.adjoint_reuse[k] = median_seconds(repeats, [&] {
-        const auto g = torch::autograd::grad({y}, {leaf}, {lambda}, true, false, true);
-        torch::NoGradGuard no_grad;
-        if (!tr) torch::add(lambda, g[0], h);
-      });
+      nn::StepGraph kept;
+      chain.vjp(n, n + 1, xk, lambda, kept, true, nullptr, d);
+      sc.adjoint_reuse[k] =
+          median_seconds(repeats, [&] { chain.vjp(n, n + 1, xk, lambda, kept, true, nullptr, d); });
     }
     m.spatial.push_back(std::move(sc));
   }
@@ -194,20 +167,19 @@ void measure_spatial(const TrainConfig& c, nn::SequentialNetwork& net,
 /// the implicit cell with its iterations included) in each of the ways the Recurrent solves use
 /// it, the head, the optimizer, and the serial reference: torch::nn::GRU/LSTM over the sequence
 /// (the implicit cell: its steps in sequence order) with the same head, loss and optimizer.
-MeasuredCosts measure_recurrent(const TrainConfig& c, int repeats) {
+MeasuredCosts measure_recurrent(const TrainerOptions& c, const std::vector<std::int64_t>& image,
+                                int repeats) {
   MeasuredCosts m;
   m.recurrent = true;
   m.threads = c.threads > 0 ? c.threads : 1;
   torch::set_num_threads(m.threads);
   torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
-  const std::vector<std::int64_t> image = image_shape(c);
   const std::int64_t H = image[image.size() - 2], W = image.back();
   const bool rows = models::parse_sequence_order(c.model.sequence) == models::SequenceOrder::Rows;
   const std::int64_t T = rows ? H : H * W, input = rows ? W : 1, B = c.batch;
   const std::int64_t hidden = c.model.hidden, L = c.model.rnn_layers;
   const nn::CellProbe cell(
-      train::sequence_classifier_spec(c.model, {image.begin() + 1, image.end()}, c.parallel, false)
-          .cell,
+      sequence_classifier_spec(c.model, {image.begin() + 1, image.end()}, c.parallel, false).cell,
       L, c.model.implicit_step, c.model.implicit_iterations);
   const bool lstm = cell.kind() == nn::CellKind::LSTM;
   torch::nn::LSTM lstm_module{nullptr};
@@ -346,17 +318,18 @@ double resident_bytes() {
 /// the recurrent classifier, whose solves are over the sequence.
 class InSituBatch {
  public:
-  explicit InSituBatch(const TrainConfig& c) {
-    std::vector<std::int64_t> shape = image_shape(c);
+  InSituBatch(const TrainerOptions& c, const std::vector<std::int64_t>& image) {
+    std::vector<std::int64_t> shape = image;
     shape[0] = c.batch;
     torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
-    if (train::is_recurrent(c.model)) {
-      const models::SequenceClassifierSpec spec = train::sequence_classifier_spec(
-          c.model, {shape.begin() + 1, shape.end()}, c.parallel, false);
+    if (is_recurrent(c.model)) {
+      const models::SequenceClassifierSpec spec =
+          sequence_classifier_spec(c.model, {shape.begin() + 1, shape.end()}, c.parallel, false);
       recurrent_ = models::SequenceClassifier(MPI_COMM_SELF, spec);
       module_ = recurrent_.ptr();
     } else {
-      model_ = nn::LayerParallel(MPI_COMM_SELF, make_training_network(c.model, shape), c.parallel);
+      model_ = nn::LayerParallel(
+          MPI_COMM_SELF, build_network(c.model, {shape.begin() + 1, shape.end()}), c.parallel);
       module_ = model_.ptr();
     }
     module_->train();
@@ -419,7 +392,7 @@ class InSituBatch {
 /// levels; the adjoint's forward-state restrictions, which run inside its sweeps), is the
 /// steps' time: each level's sweeps, plus the rest of the solve's vector work shared among the
 /// levels in proportion to their sweeps.
-void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const InSituBatch::SolveTime& forward,
+void set_in_situ(const TrainerOptions& c, MeasuredCosts& m, const InSituBatch::SolveTime& forward,
                  const InSituBatch::SolveTime& adjoint) {
   const mgrit::Schedule s = nn::batch_schedule(c.parallel, m, 1);
   struct Priced {
@@ -455,7 +428,7 @@ void set_in_situ(const TrainConfig& c, MeasuredCosts& m, const InSituBatch::Solv
 
 /// The per-rank fixed costs of `m` (MeasuredCosts::fixed_forward, ...): the one-rank batch's
 /// phases less the same phases predicted at one rank, where every event is the rank's own work.
-void set_fixed(const TrainConfig& c, MeasuredCosts& m, const std::array<double, 3>& phases) {
+void set_fixed(const TrainerOptions& c, MeasuredCosts& m, const std::array<double, 3>& phases) {
   m.fixed_forward = m.fixed_backward = m.fixed_optimizer = 0;
   const Prediction one = nn::predict_batch(c.parallel, m, LinkCosts{}, 1);
   m.fixed_forward = std::max(0.0, phases[0] - one.forward_seconds);
@@ -463,16 +436,23 @@ void set_fixed(const TrainConfig& c, MeasuredCosts& m, const std::array<double, 
   m.fixed_optimizer = std::max(0.0, phases[2] - one.optimizer_seconds);
 }
 
-MeasuredCosts measure_pass(const TrainConfig& c, int repeats) {
-  if (train::is_recurrent(c.model)) return measure_recurrent(c, repeats);
+MeasuredCosts measure_pass(const TrainerOptions& c, const std::vector<std::int64_t>& image,
+                           int repeats) {
+  if (is_recurrent(c.model)) return measure_recurrent(c, image, repeats);
   MeasuredCosts m;
   m.threads = c.threads > 0 ? c.threads : 1;  // one core per rank unless --threads says
   torch::set_num_threads(m.threads);
   torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
-  std::vector<std::int64_t> shape = image_shape(c);
+  std::vector<std::int64_t> shape = image;
   shape[0] = c.batch;
-  nn::SequentialNetwork net(make_training_network(c.model, shape), c.parallel.seed());
+  const std::vector<std::int64_t> example(shape.begin() + 1, shape.end());
+  // The sequential network: open, close, the optimizer and the serial batch; the probe's
+  // one-rank module: the chain's steps as the solvers evaluate them.
+  nn::SequentialNetwork net(build_network(c.model, example), c.parallel.seed());
   net->train();
+  nn::ChainProbe chain(
+      nn::LayerParallel(MPI_COMM_SELF, build_network(c.model, example), c.parallel));
+  chain.module()->train();
   const std::int64_t N = net->steps();
   m.layers = N;
   const Tensor images = torch::randn(shape);
@@ -488,17 +468,7 @@ MeasuredCosts measure_pass(const TrainConfig& c, int repeats) {
   }
 
   // The states the chain produces.
-  std::vector<Tensor> x;
-  {
-    torch::NoGradGuard no_grad;
-    Tensor z = net->open().is_empty() ? images : net->open().forward(images);
-    x.push_back(z);
-    for (std::int64_t n = 0; n < N; ++n) {
-      const Tensor y = net->step(n).forward(z);
-      z = net->is_transition(n) ? y : z + net->step_size(n) * y;
-      x.push_back(z);
-    }
-  }
+  const std::vector<Tensor> x = chain.states(images);
   for (const Tensor& s : x)
     m.state_bytes.push_back(static_cast<std::size_t>(s.numel()) * s.element_size());
   for (const Tensor& s : x) {
@@ -526,41 +496,21 @@ MeasuredCosts measure_pass(const TrainConfig& c, int repeats) {
       m.adjoint_build[k] = m.adjoint_build[r];
       continue;
     }
-    nn::Layer& layer = net->step(n);
     const Tensor& xn = x[k];
-    const double h = m.step_size[k];
     const Tensor lambda = torch::randn_like(x[k + 1]);
-    auto apply = [&](const Tensor& in, const Tensor& y) {
-      torch::NoGradGuard no_grad;
-      return tr ? y : torch::add(in, y, h);
-    };
-    m.forward[k] = median_seconds(repeats, [&] {
-      torch::NoGradGuard no_grad;
-      apply(xn, layer.forward(xn));
-    });
-    Tensor leaf, y;
-    auto record = [&] {
-      torch::AutoGradMode on(true);
-      leaf = xn.detach().requires_grad_(true);
-      y = layer.forward(leaf);
-    };
-    m.forward_record[k] = median_seconds(repeats, [&] {
-      record();
-      apply(xn, y.detach());
-    });
-    auto vjp = [&](bool with_params, bool retain) {
-      std::vector<Tensor> inputs{leaf};
-      if (with_params)
-        for (const Tensor& p : layer.module().parameters()) inputs.push_back(p);
-      const auto g = torch::autograd::grad({y}, inputs, {lambda}, retain, false, true);
-      apply(lambda, g[0]);
-    };
-    record();
-    m.adjoint_reuse[k] = median_seconds(repeats, [&] { vjp(false, true); });
-    m.adjoint_final[k] = median_seconds(repeats, record, [&] { vjp(true, false); });
+    m.forward[k] = median_seconds(repeats, [&] { chain.step(n, n + 1, xn); });
+    nn::StepGraph graph;
+    m.forward_record[k] = median_seconds(repeats, [&] { chain.record(n, xn, graph); });
+    chain.record(n, xn, graph);
+    m.adjoint_reuse[k] =
+        median_seconds(repeats, [&] { chain.vjp(n, n + 1, xn, lambda, graph, true); });
+    std::vector<Tensor> grads;
+    m.adjoint_final[k] = median_seconds(
+        repeats, [&] { chain.record(n, xn, graph); },
+        [&] { chain.vjp(n, n + 1, xn, lambda, graph, false, &grads); });
     m.adjoint_build[k] = median_seconds(repeats, [&] {
-      record();
-      vjp(false, false);
+      nn::StepGraph fresh;
+      chain.vjp(n, n + 1, xn, lambda, fresh, false);
     });
   }
 
@@ -597,7 +547,7 @@ MeasuredCosts measure_pass(const TrainConfig& c, int repeats) {
   });
   serial_step();  // the gradients the optimizer steps with; their values do not change its cost
   m.optimizer = median_seconds(repeats, [&] { optimizer->step(); });
-  measure_spatial(c, net, representative, x, repeats, m);
+  measure_spatial(c, chain, representative, x, repeats, m);
   return m;
 }
 
@@ -642,7 +592,7 @@ MeasuredCosts median_over(const std::vector<MeasuredCosts>& passes) {
 /// `passes` passes (fewer, but at least 3, once 20 s have gone), each timing every figure in a
 /// burst of 3 after a warm-up, then one training batch of the model at one rank: each pass's
 /// in-situ factors compare figures and batch of the same moment.
-MeasuredCosts measure(const TrainConfig& c, int passes) {
+MeasuredCosts measure(const TrainerOptions& c, const std::vector<std::int64_t>& image, int passes) {
   constexpr int kBurst = 3, kMinPasses = 3;
   constexpr double kBudget = 20.0;
   const double process = resident_bytes();
@@ -651,10 +601,11 @@ MeasuredCosts measure(const TrainConfig& c, int passes) {
   std::unique_ptr<InSituBatch> in_situ;
   double before_model = 0;
   while (static_cast<int>(all.size()) < passes) {
-    all.push_back(measure_pass(c, kBurst));  // the first pass also checks the model (flag names)
+    all.push_back(
+        measure_pass(c, image, kBurst));  // the first pass also checks the model (flag names)
     if (!in_situ) {
       before_model = allocated_bytes();
-      in_situ = std::make_unique<InSituBatch>(c);
+      in_situ = std::make_unique<InSituBatch>(c, image);
       in_situ->run();  // warm-up (creates the optimizer's state)
     }
     const InSituBatch::Batch b = in_situ->run();
@@ -669,12 +620,18 @@ MeasuredCosts measure(const TrainConfig& c, int passes) {
 
 }  // namespace
 
-MeasuredCosts measure_costs(const TrainConfig& c, int passes) {
+MeasuredCosts measure_costs(const TrainerOptions& options,
+                            const std::vector<std::int64_t>& example_shape, int passes) {
+  if (passes < 1)
+    throw InvalidOption("measure_costs", "passes",
+                        "is " + std::to_string(passes) + "; accepted: >= 1");
+  std::vector<std::int64_t> image{1};
+  image.insert(image.end(), example_shape.begin(), example_shape.end());
   try {
-    return measure(c, passes);
+    return measure(options, image, passes);
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     throw BadData(std::string("measuring the model's costs: ") + e.what_without_backtrace());
   }
 }
 
-}  // namespace weft::cli
+}  // namespace weft::train

@@ -1,4 +1,5 @@
-#include "trace_file.hpp"
+// Reading traces back (weft/report/trace_file.hpp).
+#include "weft/report/trace_file.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -8,7 +9,7 @@
 
 #include "weft/util/error.hpp"
 
-namespace weft::cli {
+namespace weft::report {
 
 namespace {
 
@@ -107,4 +108,4 @@ TraceFile read_trace(const std::string& path) {
   return out;
 }
 
-}  // namespace weft::cli
+}  // namespace weft::report

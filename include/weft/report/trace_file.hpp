@@ -6,7 +6,7 @@
 
 #include "weft/mgrit/replay.hpp"
 
-namespace weft::cli {
+namespace weft::report {
 
 struct TraceFile {
   int ranks = 0;
@@ -19,4 +19,4 @@ struct TraceFile {
 /// text that is not JSON (a truncated file), not a weft trace, an event without its fields.
 TraceFile read_trace(const std::string& path);
 
-}  // namespace weft::cli
+}  // namespace weft::report

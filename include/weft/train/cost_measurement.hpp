@@ -1,0 +1,30 @@
+#pragma once
+// The costs a model's training batch is made of, measured on this process, for the cost model
+// of weft/nn/cost_model.hpp (`weft predict` prices batches at P ranks with them):
+//
+//   weft::train::TrainerOptions o;                 // model, batch, optimizer, solver options
+//   auto costs = weft::train::measure_costs(o, {1, 28, 28}, /*passes=*/9);
+//   auto at8 = weft::nn::predict_batch(o.parallel, costs, weft::nn::LinkCosts{}, 8);
+//
+// Every figure is the median over passes spread over several seconds (a shared machine's speed
+// drifts); the chain's steps and the recurrent cell are timed through the nn probes, i.e. the
+// code the solvers run. One pass also trains one batch at one rank, whose solvers time their
+// own sweeps: the in-situ factors and the per-rank fixed costs of MeasuredCosts.
+#include <cstdint>
+#include <vector>
+
+#include "weft/nn/cost_model.hpp"
+#include "weft/train/options.hpp"
+
+namespace weft::train {
+
+/// Not collective (modules on MPI_COMM_SELF). `example_shape`: one example without the batch
+/// dimension ([channels, rows, cols]; [channels, depth, rows, cols] for conv3d). Uses
+/// options.model, batch, optimizer, lr, momentum, threads (0: one) and parallel. At least 3
+/// passes run (fewer than `passes` once 20 s have gone). Throws weft::InvalidOption
+/// ("LayerParallelOptions", "spatial_levels", ...) when a state cannot be coarsened in space,
+/// weft::BadData with LibTorch's message when the model cannot run on such examples.
+nn::MeasuredCosts measure_costs(const TrainerOptions& options,
+                                const std::vector<std::int64_t>& example_shape, int passes);
+
+}  // namespace weft::train
