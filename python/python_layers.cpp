@@ -9,6 +9,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/script.h>
 
+#include "weft/util/mpi.hpp"
+
 namespace weft::python {
 
 using torch::Tensor;
@@ -250,19 +252,14 @@ Agreement::~Agreement() {
 }
 
 bool Agreement::agree(Kind& kind, std::string& message) {
-  int ranks = 1, rank = 0;
-  MPI_Comm_size(comm_, &ranks);
-  MPI_Comm_rank(comm_, &rank);
-  const int mine = static_cast<int>(kind) * ranks + (ranks - 1 - rank);
-  int first = 0;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm_);
-  if (first / ranks == static_cast<int>(Kind::None)) return false;
-  const int root = ranks - 1 - first % ranks;
-  auto length = static_cast<std::int64_t>(message.size());
-  MPI_Bcast(&length, 1, MPI_INT64_T, root, comm_);
-  message.resize(static_cast<size_t>(length));
-  MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, root, comm_);
-  kind = static_cast<Kind>(first / ranks);
+  // Codes: 0 for success, kind + 1 otherwise (Kind::None is the last kind).
+  const int code = kind == Kind::None ? 0 : static_cast<int>(kind) + 1;
+  // A layer's own failure comes first: the NaN it stood in for may make other ranks fail too.
+  const std::optional<mpi::AgreedFailure> f =
+      mpi::agree(comm_, code, message, kind == Kind::Step ? 0 : 1);
+  if (!f) return false;
+  kind = static_cast<Kind>(f->code - 1);
+  message = f->message;
   return true;
 }
 

@@ -30,8 +30,7 @@ namespace weft::python {
 namespace py = pybind11;
 using torch::Tensor;
 
-// Python exception types (created in PYBIND11_MODULE, alive as module attributes), in order of
-// precedence when ranks fail differently (see Agreement).
+// Python exception types (created in PYBIND11_MODULE, alive as module attributes).
 enum class Kind : int { Step = 0, Type, Invalid, BadData, Divergence, Mpi, Other, None };
 extern PyObject* exception_types[static_cast<int>(Kind::None)];
 
@@ -159,9 +158,8 @@ class Agreement {
   }
 
  private:
-  /// True when some rank failed; then `kind` and `message` are the chosen rank's everywhere:
-  /// the most specific kind (a layer failure first), and among equals the highest rank (the
-  /// output rank knows why the loss criterion failed; the others only that it did).
+  /// True when some rank failed; then `kind` and `message` are the same on every rank, by the
+  /// rule of the C++ front end (weft::mpi::agree): a layer failure first, then the lowest rank.
   bool agree(Kind& kind, std::string& message);
 
   MPI_Comm comm_ = MPI_COMM_NULL;

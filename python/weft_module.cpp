@@ -166,7 +166,7 @@ class PyRecurrent {
   PyRecurrent(const py::object& comm, const std::string& cell, std::int64_t input_size,
               std::int64_t hidden_size, std::int64_t num_layers, bool output_sequence,
               const nn::LayerParallelOptions& solver, const std::string& coarse_input,
-              double implicit_step, int implicit_iterations) {
+              double implicit_step, std::int64_t implicit_iterations) {
     if (cell != "gru" && cell != "lstm")
       throw InvalidOption("weft.Recurrent", "cell",
                           "'" + cell + "' is invalid; accepted: gru, lstm");
@@ -261,6 +261,11 @@ PYBIND11_MODULE(_weft, m) {
 
   bind_options(m);
   bind_training(m);
+  m.def("layer_stream_seed", &weft::nn::layer_stream_seed, py::arg("seed"), py::arg("batch"),
+        py::arg("layer"),
+        "The seed of chain layer `layer`'s random stream (dropout) in training batch `batch` of a "
+        "network with options seed `seed`: every evaluation of the layer in that batch, at every "
+        "rank count, draws from the default generator seeded with it.");
   m.def("keep_freed_memory", &weft::keep_freed_memory,
         "Keep memory that training frees in the process (glibc: blocks up to 32 MiB from the heap, "
         "no trimming) instead of faulting it in again every batch, as the weft CLI does. "
@@ -354,12 +359,16 @@ PYBIND11_MODULE(_weft, m) {
       .def_property_readonly("first_layer",
                              [](PyLayerParallel& s) { return s.model()->first_layer(); })
       .def_property_readonly("end_layer", [](PyLayerParallel& s) { return s.model()->end_layer(); })
+      .def_property(
+          "batch_index", [](PyLayerParallel& s) { return s.model()->batch_index(); },
+          [](PyLayerParallel& s, std::int64_t b) { s.model()->set_batch_index(b); })
       .def_property_readonly("ghost_layers",
                              [](PyLayerParallel& s) { return s.model()->ghost_layers(); });
 
   py::class_<PyRecurrent>(m, "RecurrentCore", "weft::nn::Recurrent; use weft.Recurrent")
       .def(py::init<const py::object&, const std::string&, std::int64_t, std::int64_t, std::int64_t,
-                    bool, const weft::nn::LayerParallelOptions&, const std::string&, double, int>(),
+                    bool, const weft::nn::LayerParallelOptions&, const std::string&, double,
+                    std::int64_t>(),
            py::arg("comm"), py::arg("cell"), py::arg("input_size"), py::arg("hidden_size"),
            py::arg("num_layers"), py::arg("output_sequence"), py::arg("options"),
            py::arg("coarse_input") = "start", py::arg("implicit_step") = 0.0,

@@ -160,6 +160,7 @@ def test_recurrent_bad_cell_options_raise_clear_errors_on_every_rank(comm):
              ({"implicit_step": -0.5}, weft.InvalidOption, "implicit_step"),
              ({"implicit_step": float("nan")}, weft.InvalidOption, "implicit_step"),
              ({"implicit_iterations": 0}, weft.InvalidOption, "implicit_iterations"),
+             ({"implicit_iterations": 2**31}, weft.InvalidOption, "at most 2147483647"),
              ({"implicit_iterations": 1.5}, TypeError, "implicit_iterations"),
              ({"implicit_step": "0.5"}, TypeError, "implicit_step"),
              ({"coarse_input": None}, TypeError, "coarse_input")]

@@ -222,3 +222,52 @@ def test_dropout_steps_use_one_mask_per_layer_and_batch_on_every_level(comm, scr
     out = other(x if other.owns_input else None)
     if comm.rank == comm.size - 1:
         assert not torch.allclose(out.detach(), exact_out, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("script", [True, False], ids=["torchscript", "python"])
+def test_sequential_network_draws_the_masks_of_the_layer_parallel_network(comm, script):
+    """weft.SequentialNetwork in training mode applies the dropout masks weft.LayerParallel
+    applies (the same layer streams, batch after batch): outputs and gradients agree to 1e-12,
+    and the next batch draws new masks in both."""
+    steps = 4
+
+    def step(n):
+        module = seeded(500 + n, lambda: DropStep(WIDTHS[0]).double())
+        return torch.jit.script(module) if script else module
+
+    def close():
+        return seeded(3, lambda: torch.nn.Linear(WIDTHS[0], 3).double())
+
+    model = weft.LayerParallel(comm, steps, 1.0, step, open=open_layer, close=close,
+                               options=weft.Options.exact().seed(5))
+    full = model.gather_sequential(0)
+    if comm.rank == 0:
+        assert full.seed == 5 and full.batch_index == 0
+    outputs = []
+    for k in range(2):
+        x, y = batch(6, seed=30 + k)
+        model.zero_grad()
+        out = model(x if model.owns_input else None)
+        model.loss(out, lambda logits: F.cross_entropy(logits, y)).backward()
+        assert model.batch_index == k + 1
+        grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+        gathered = comm.gather(grads, root=0)
+        last = comm.bcast(out.detach() if comm.rank == comm.size - 1 else None,
+                          root=comm.size - 1)
+        if comm.rank == 0:
+            full.zero_grad()
+            ref = full(x)
+            F.cross_entropy(ref, y).backward()
+            assert full.batch_index == k + 1
+            assert torch.allclose(last, ref.detach(), rtol=0, atol=1e-12)
+            ref_grads = dict(full.named_parameters())
+            for part in gathered:
+                for name, g in part.items():
+                    assert torch.allclose(g, ref_grads[name].grad, rtol=0, atol=1e-12), name
+            outputs.append(ref.detach())
+    if comm.rank == 0:
+        # The masks really differ between the batches: the same input gives another output.
+        x, _ = batch(6, seed=30)
+        with torch.no_grad():
+            again = full(x)
+        assert not torch.allclose(again, outputs[0], rtol=0, atol=1e-6)

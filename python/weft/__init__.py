@@ -42,6 +42,7 @@ from ._weft import (  # noqa: F401
     TrainerOptions,
     checkpoint_info,
     keep_freed_memory,
+    layer_stream_seed,
     trace_batch_begin,
     trace_batch_end,
     trace_phase,
@@ -53,7 +54,7 @@ from ._weft import (  # noqa: F401
 __all__ = [
     "Trainer", "TrainerOptions", "ModelConfig", "checkpoint_info", "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
     "BadData", "Divergence", "MpiError", "StepError", "keep_freed_memory", "trace_start", "trace_batch", "trace_phase",
-    "trace_batch_begin", "trace_batch_end", "trace_write", "trace_stop",
+    "trace_batch_begin", "trace_batch_end", "trace_write", "trace_stop", "layer_stream_seed",
 ]
 
 
@@ -97,9 +98,14 @@ class SequentialNetwork(torch.nn.Module):
 
     Parameter names match weft.LayerParallel's: "open.*", "step_<n>.*", "transition_<n>.*",
     "close.*". `step_size`: one h for every layer, or a list with one h per layer (0: transition).
+    In training mode layer n draws its random numbers (dropout) from the default generator seeded
+    with weft.layer_stream_seed(seed, batch_index, n), as weft.LayerParallel's layers do (the
+    caller's generator state is restored after each layer), and every training-mode forward
+    counts one batch: with the options' seed and the same batch index the two apply the same
+    masks. `seed`: weft.Options.seed() of the layer-parallel network it stands for.
     """
 
-    def __init__(self, steps, step_size, open=None, close=None):
+    def __init__(self, steps, step_size, open=None, close=None, seed=0, batch_index=0):
         super().__init__()
         sizes = list(step_size) if isinstance(step_size, (list, tuple)) else None
         self.step_sizes = [float(h) for h in sizes] if sizes else [float(step_size)] * len(steps)
@@ -107,6 +113,8 @@ class SequentialNetwork(torch.nn.Module):
         self.open = open
         self.close = close
         self.steps = len(steps)
+        self.seed = int(seed)
+        self.batch_index = int(batch_index)
         for n, module in enumerate(steps):
             self.add_module(self._name(n), module)
 
@@ -116,22 +124,37 @@ class SequentialNetwork(torch.nn.Module):
     def step(self, n):
         return getattr(self, self._name(n))
 
+    def _streamed(self, layer, n, x):
+        generator = (torch.default_generator if x.device.type == "cpu"
+                     else torch.cuda.default_generators[x.device.index or 0])
+        saved = generator.get_state()
+        generator.manual_seed(layer_stream_seed(self.seed, self.batch_index, n))
+        try:
+            return layer(x)
+        finally:
+            generator.set_state(saved)
+
     def forward(self, x):
+        training = self.training
         if self.open is not None:
             x = self.open(x)
         for n in range(self.steps):
-            y = self.step(n)(x)
+            layer = self.step(n)
+            y = self._streamed(layer, n, x) if training and layer.training else layer(x)
             h = self.step_sizes[n]
             x = y if h == 0.0 else x + h * y
+        if training:
+            self.batch_index += 1
         if self.close is not None:
             x = self.close(x)
         return x
 
     @classmethod
-    def build(cls, steps, t_final, step, open=None, close=None):
+    def build(cls, steps, t_final, step, open=None, close=None, seed=0):
         """The sequential network from the same factories as weft.LayerParallel."""
         return cls([step(n) for n in range(steps)], t_final / steps,
-                   open() if open is not None else None, close() if close is not None else None)
+                   open() if open is not None else None, close() if close is not None else None,
+                   seed=seed)
 
 
 class _CoreModule(torch.nn.Module):
@@ -273,11 +296,16 @@ class LayerParallel(_CoreModule):
         if parts is None:
             return None
         open, steps, close, step_size = parts
-        return SequentialNetwork(steps, step_size, open, close).train(self.training)
+        return SequentialNetwork(steps, step_size, open, close, seed=self.options.seed(),
+                                 batch_index=self._core.batch_index).train(self.training)
 
     rank = property(lambda self: self._core.rank)
     ranks = property(lambda self: self._core.ranks)
     steps = property(lambda self: self._core.steps)
+    batch_index = property(
+        lambda self: self._core.batch_index,
+        lambda self, index: setattr(self._core, "batch_index", int(index)),
+        doc="The batch index of the next training-mode forward (the layers' random streams).")
     step_size = property(lambda self: self._core.step_size)
     owns_input = property(lambda self: self._core.owns_input)
     owns_output = property(lambda self: self._core.owns_output)
@@ -323,9 +351,6 @@ class Recurrent(_CoreModule):
         if isinstance(implicit_iterations, bool) or not isinstance(implicit_iterations, int):
             raise TypeError(f"weft.Recurrent: implicit_iterations must be an int, not a "
                             f"{type(implicit_iterations).__name__}")
-        if not 1 <= implicit_iterations <= 2**31 - 1:
-            raise InvalidOption(f"weft.Recurrent: implicit_iterations = {implicit_iterations} "
-                                f"is invalid; need an integer >= 1")
         self._core = RecurrentCore(comm, str(cell), int(input_size), int(hidden_size),
                                    int(num_layers), bool(output_sequence), options,
                                    coarse_input, float(implicit_step), implicit_iterations)

@@ -258,11 +258,10 @@ torch::Tensor LayerParallelImpl::loss(
     trace::Span span("broadcast", c.comm.get(), c.ranks - 1, sizeof(shared));
     mpi::check(MPI_Bcast(shared, 2, MPI_DOUBLE, c.ranks - 1, c.comm.get()), "MPI_Bcast (loss)");
   }
-  if (failure) std::rethrow_exception(failure);
+  // Every rank knows that the criterion threw; the agreement tells each why (the output
+  // rank's exception, on every rank).
+  if (shared[0] == 1) mpi::agree_or_throw(c.comm.get(), failure);
   const std::string where = "layer-parallel loss (" + mpi::where(c.comm.get()) + ")";
-  if (shared[0] == 1)
-    throw BadData(where + ": the loss criterion threw on the output rank " +
-                  std::to_string(c.ranks - 1) + " (its message is reported there)");
   if (shared[0] == 2)
     throw BadData(where + ": the loss criterion must return a tensor with one element");
   if (owns_output()) return value.reshape({});

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,10 @@ void RecurrentOptions::validate() const {
   positive("hidden_size", hidden_size_);
   positive("num_layers", num_layers_);
   positive("implicit_iterations", implicit_iterations_);
+  if (implicit_iterations_ > std::numeric_limits<int>::max())
+    throw InvalidOption("recurrent network", "implicit_iterations",
+                        "= " + std::to_string(implicit_iterations_) + " is invalid; need at most " +
+                            std::to_string(std::numeric_limits<int>::max()));
   if (!(implicit_step_ >= 0) || !std::isfinite(implicit_step_))
     throw InvalidOption("recurrent network", "implicit_step",
                         "= " + number_text(implicit_step_) +
@@ -56,7 +61,7 @@ class RecurrentCore {
         options(std::move(opts)),
         solve(comm_.get(),
               StackedCell{options.cell(), options.num_layers(), options.implicit_step(),
-                          options.implicit_iterations()},
+                          static_cast<int>(options.implicit_iterations())},
               options.coarse_input(), stats) {
     solve.configure(options.solver());
   }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <thread>
 #include <utility>
@@ -159,29 +160,41 @@ Kind kind_of(const std::exception_ptr& error, std::string& message) {
 
 }  // namespace
 
-void agree_or_throw(MPI_Comm comm, std::exception_ptr local_error) {
+std::optional<AgreedFailure> agree(MPI_Comm comm, int code, const std::string& message,
+                                   int precedence) {
   const int me = rank(comm), ranks = size(comm);
-  std::string message;
-  const Kind kind = local_error ? kind_of(local_error, message) : Kind::None;
-  // The lowest failing rank speaks for all: its rank number wins a MIN reduction.
-  // and a MIN over "failed" tells whether every rank failed (then no rank needs naming).
-  const int mine[2] = {kind == Kind::None ? ranks : me, kind == Kind::None ? 0 : 1};
-  int agreed[2] = {ranks, 0};
+  // The failing rank with the lowest (precedence, rank) speaks for all: it wins a MIN reduction
+  // of precedence * P + rank, and a MIN over "failed" tells whether every rank failed.
+  const int none = std::numeric_limits<int>::max();
+  const int mine[2] = {code == 0 ? none : precedence * ranks + me, code == 0 ? 0 : 1};
+  int agreed[2] = {none, 0};
   {
     trace::Span span("allreduce", "mpi", trace::Kind::Reduce);
     span.reduction(comm, sizeof(mine));
     check(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (agree)");
   }
-  const int speaker = agreed[0];
-  if (speaker == ranks) return;
-  int header[2] = {static_cast<int>(kind), static_cast<int>(message.size())};
-  check(MPI_Bcast(header, 2, MPI_INT, speaker, comm), "MPI_Bcast (agree)");
-  std::string text(static_cast<size_t>(header[1]), '\0');
-  if (me == speaker) text = message;
-  check(MPI_Bcast(text.data(), header[1], MPI_CHAR, speaker, comm), "MPI_Bcast (agree)");
-  if (agreed[1] == 0)
-    text = "rank " + std::to_string(speaker) + "/" + std::to_string(ranks) + ": " + text;
-  throw_kind(static_cast<Kind>(header[0]), text);
+  if (agreed[0] == none) return std::nullopt;
+  AgreedFailure f;
+  f.speaker = agreed[0] % ranks;
+  f.every_rank = agreed[1] == 1;
+  int header[2] = {code, static_cast<int>(message.size())};
+  check(MPI_Bcast(header, 2, MPI_INT, f.speaker, comm), "MPI_Bcast (agree)");
+  f.code = header[0];
+  f.message.assign(static_cast<size_t>(header[1]), '\0');
+  if (me == f.speaker) f.message = message;
+  check(MPI_Bcast(f.message.data(), header[1], MPI_CHAR, f.speaker, comm), "MPI_Bcast (agree)");
+  return f;
+}
+
+void agree_or_throw(MPI_Comm comm, std::exception_ptr local_error) {
+  std::string message;
+  const Kind kind = local_error ? kind_of(local_error, message) : Kind::None;
+  const std::optional<AgreedFailure> f = agree(comm, static_cast<int>(kind), message);
+  if (!f) return;
+  const std::string text = f->every_rank ? f->message
+                                         : "rank " + std::to_string(f->speaker) + "/" +
+                                               std::to_string(size(comm)) + ": " + f->message;
+  throw_kind(static_cast<Kind>(f->code), text);
 }
 
 void abort_all(int code) {

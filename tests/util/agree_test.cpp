@@ -50,5 +50,26 @@ TEST(AgreeOrThrow, KeepsTheKindAndNamesNoRankWhenAllFailed) {
   EXPECT_EQ(caught<Error>([] { throw std::bad_alloc(); }), "out of memory (std::bad_alloc)");
 }
 
+TEST(Agree, TheLowestPrecedenceSpeaksThenTheLowestRank) {
+  const int me = rank(MPI_COMM_WORLD), ranks = size(MPI_COMM_WORLD);
+  EXPECT_FALSE(agree(MPI_COMM_WORLD, 0, "").has_value());
+  // Every rank fails; the last one with precedence 0, the others 1: the last rank speaks.
+  const auto last =
+      agree(MPI_COMM_WORLD, 10 + me, "from " + std::to_string(me), me == ranks - 1 ? 0 : 1);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->speaker, ranks - 1);
+  EXPECT_EQ(last->code, 10 + ranks - 1);
+  EXPECT_EQ(last->message, "from " + std::to_string(ranks - 1));
+  EXPECT_TRUE(last->every_rank);
+  // Ranks from 1 on fail with equal precedence: rank 1 speaks, and not every rank failed.
+  if (ranks > 2) {
+    const auto first = agree(MPI_COMM_WORLD, me >= 1 ? 3 : 0, "rank " + std::to_string(me), 2);
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(first->speaker, 1);
+    EXPECT_EQ(first->message, "rank 1");
+    EXPECT_FALSE(first->every_rank);
+  }
+}
+
 }  // namespace
 }  // namespace weft::mpi

@@ -114,8 +114,8 @@ struct RecurrentOptions {
   /// iteration has converged). A coarse step over b − a steps uses Δt (b − a). Δt = 1 with the
   /// explicit (forward-Euler) step would be torch's cell. Not torch::nn::GRU/LSTM any more.
   TORCH_ARG(double, implicit_step) = 0;
-  /// Fixed-point iterations of the implicit cell (>= 1).
-  TORCH_ARG(int, implicit_iterations) = 3;
+  /// Fixed-point iterations of the implicit cell (1 .. 2^31 - 1).
+  TORCH_ARG(std::int64_t, implicit_iterations) = 3;
 };
 
 /// What forward() returns, the same on every rank (shapes as torch::nn::GRU/LSTM).

@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "weft/util/error.hpp"
@@ -58,6 +59,22 @@ class Environment {
   Environment(const Environment&) = delete;
   Environment& operator=(const Environment&) = delete;
 };
+
+/// A failure the ranks of a collective call agreed on (agree()).
+struct AgreedFailure {
+  int code = 0;             ///< the speaker's code (never 0)
+  std::string message;      ///< the speaker's message, unchanged
+  int speaker = 0;          ///< the lowest failing rank
+  bool every_rank = false;  ///< every rank failed (then no rank needs naming)
+};
+
+/// Collective over `comm`: each rank gives a failure code (0: it succeeded) and a message; when
+/// some rank failed, every rank gets the code and message of the failing rank with the lowest
+/// `precedence` (>= 0; a cause before its consequences, e.g. a layer's own failure before the
+/// NaN it left in other ranks' states), among those the lowest rank. The one rule by which
+/// weft's front ends (C++ and Python) pick the error every rank reports.
+std::optional<AgreedFailure> agree(MPI_Comm comm, int code, const std::string& message,
+                                   int precedence = 0);
 
 /// Collective over `comm`: makes a failure on any rank a failure on every rank. `local_error` is
 /// what this rank caught (null when it succeeded). When no rank failed it returns; otherwise
