@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,29 +49,26 @@ struct TrainDefaults {
   static constexpr const char* rnn_batch = "100";
 };
 
-// Defaults that depend on the model: its recipe. --model stages is the main job (README):
-// multilevel MGRIT forward and backward with a cosine learning-rate decay, chosen to reach
-// >= 90 % on Fashion-MNIST within 10 minutes at 2 ranks on 2 cores; the other models default to
-// exact mode. Every value here is a flag default only: given flags win.
+// Defaults that depend on the model: its recipe (train::ModelKind::recipe) as flag text. Every
+// value is a flag default only: given flags win.
 struct Recipe {
-  const char* levels;
-  const char* cf;
-  const char* fwd_iters;
-  const char* bwd_iters;
-  const char* epochs;
-  const char* lr;
-  const char* lr_schedule;
+  std::string levels, cf, fwd_iters, bwd_iters, epochs, lr, lr_schedule;
 };
-constexpr Recipe kExactRecipe{"1", "4", "2", "1", "2", "0.001", "constant"};
-constexpr Recipe kStagesRecipe{"2", "2", "1", "1", "5", "0.003", "cosine"};
-constexpr Recipe kRecurrentRecipe{"1", "4", "2", "1", "3", "0.002", "constant"};
 
-// Each model's defaults; `model` may be any text (it is checked later).
-const Recipe& recipe_of(const std::string& model) {
-  if (model == "stages") return kStagesRecipe;  // the main job (docs/training.md §4)
-  for (const train::ModelKind& kind : train::model_kinds())
-    if (kind.name == model && kind.recurrent()) return kRecurrentRecipe;
-  return kExactRecipe;
+// `model` may be any text (it is checked later): an unknown one gets the default model's.
+Recipe recipe_of(const std::string& model) {
+  const auto& kinds = train::model_kinds();
+  const bool known = std::any_of(kinds.begin(), kinds.end(),
+                                 [&](const train::ModelKind& k) { return k.name == model; });
+  const train::ModelKind::Recipe& r =
+      train::model_kind(known ? model : TrainDefaults::model).recipe;
+  return {std::to_string(r.levels),
+          std::to_string(r.cfactor),
+          std::to_string(r.forward_iterations),
+          std::to_string(r.backward_iterations),
+          std::to_string(r.epochs),
+          fmt::format("{}", r.lr),
+          r.lr_schedule};
 }
 
 constexpr long long kMaxSteps = 1000000;
@@ -105,7 +103,7 @@ mgrit::Options solver_options(const Flags& f, const std::string& dir, const Reci
   if (f.exact && levels > 1)
     invalid_value(p + "levels", f.get(p + "levels", ""), "1 with --exact",
                   "--exact means one level in both directions");
-  const char* default_iters = dir == "fwd" ? recipe.fwd_iters : recipe.bwd_iters;
+  const std::string default_iters = dir == "fwd" ? recipe.fwd_iters : recipe.bwd_iters;
   const int iters = static_cast<int>(
       parse_integer(p + "iters", f.get(p + "iters", default_iters), 1, "an integer >= 1"));
   const double tol = parse_number(p + "tol", f.get(p + "tol", D::tol), "a number >= 0");
@@ -230,7 +228,7 @@ TrainConfig resolve_train(const Flags& f) {
     invalid_value("--batch", f.get("--batch", batch_default),
                   "a multiple of --data-ranks " + std::to_string(c.data_ranks),
                   "each replica takes batch / data-ranks images");
-  const Recipe& recipe = recipe_of(c.model.kind);
+  const Recipe recipe = recipe_of(c.model.kind);
   c.epochs = static_cast<int>(
       parse_integer("--epochs", f.get("--epochs", recipe.epochs), 1, "an integer >= 1"));
   c.train_size = parse_integer("--train-size", f.get("--train-size", "-1"), -1,
@@ -338,7 +336,8 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
                      D::data_ranks));
   f->add(*cmd, "--batch", "INT",
          fmt::format("batch size (default {}; gru/lstm {})", D::batch, D::rnn_batch));
-  const Recipe &exact = kExactRecipe, &stages = kStagesRecipe, &rnn = kRecurrentRecipe;
+  const Recipe exact = recipe_of(TrainDefaults::model), stages = recipe_of("stages"),
+               rnn = recipe_of("gru");
   f->add(*cmd, "--optimizer", "sgd|adam", fmt::format("optimizer (default {})", D::optimizer));
   f->add(*cmd, "--lr", "X",
          fmt::format("learning rate (default {}; {} with --model stages, {} with gru/lstm)",
@@ -395,7 +394,8 @@ Subcommand add_train_command(CLI::App& weft) {
       "(--exact: one level both ways) is the default except for --model stages, the main job "
       "(multilevel MGRIT both ways); --serial is plain LibTorch.");
   auto f = add_network_flags(*cmd);
-  const Recipe &exact = kExactRecipe, &stages = kStagesRecipe, &rnn = kRecurrentRecipe;
+  const Recipe exact = recipe_of(TrainDefaults::model), stages = recipe_of("stages"),
+               rnn = recipe_of("gru");
   f->add(*cmd, "--epochs", "INT",
          fmt::format("epochs, counted from the start of the run (default {}; {} with --model "
                      "stages, {} with gru/lstm)",

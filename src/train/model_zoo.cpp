@@ -76,7 +76,7 @@ models::SequenceClassifierSpec sequence_classifier_spec(const ModelConfig& m,
     throw InvalidOption("ModelConfig", "kind",
                         "'" + m.kind + "' is not a recurrent model; accepted: gru, lstm");
   models::SequenceClassifierSpec spec;
-  spec.cell = m.kind == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM;
+  spec.cell = model_kind(m).cell == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM;
   spec.order = models::parse_sequence_order(m.sequence);
   spec.hidden = m.hidden;
   spec.layers = m.rnn_layers;

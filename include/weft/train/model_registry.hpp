@@ -29,6 +29,15 @@ struct ModelKind {
   std::int64_t (*chain_layers)(const ModelConfig&) = nullptr;
   /// Channels of the full-resolution state (the memory preflight's lower bound); 0 if none.
   std::int64_t (*state_channels)(const ModelConfig&) = nullptr;
+  /// The training defaults front ends offer for the kind (options given win): MGRIT levels,
+  /// coarsening factor and iterations of both solves, epochs, the learning rate and schedule.
+  struct Recipe {
+    int levels = 1, cfactor = 4, forward_iterations = 2, backward_iterations = 1, epochs = 2;
+    double lr = 1e-3;
+    std::string lr_schedule = "constant";
+  };
+  Recipe recipe;
+  std::string cell;  ///< recurrent kinds: the cell, "gru" or "lstm"
 
   bool recurrent() const { return family == Family::Recurrent; }
   bool staged() const { return family == Family::Staged; }
