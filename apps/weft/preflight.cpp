@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "weft/train/memory_estimate.hpp"
 #include "weft/train/model_registry.hpp"
 #include "weft/util/error.hpp"
 
@@ -43,41 +44,23 @@ std::string bytes_text(double bytes) {
 
 }  // namespace
 
-// A lower bound of the memory the busiest rank needs, counted from the sizes alone: its step
-// layers' parameters with gradients and optimizer moments, the close layer (last rank), the
-// MGRIT states of its layers for a batch (forward state, adjoint, one saved activation per
-// layer), the same for an evaluation batch, and both data sets as float tensors. Refusing on
-// it is safe: the run would need at least this much.
+// The library's lower bound of what the busiest rank needs (train::estimate_memory) against
+// this machine's available memory shared by its ranks: refusing on it is safe.
 void check_memory(const TrainConfig& c, const data::ImageSet& train, const data::ImageSet& test,
                   int ranks) {
-  // The model's full-resolution width for every layer of its chain, a lower bound as later
-  // stages trade resolution for channels (the registry knows both; a model without a chain
-  // counts its data alone).
-  const train::ModelKind& kind = train::model_kind(c.model);
-  const double taps = train.spatial_dims == 3 ? 27 : 9;  // weights per kernel
-  const std::int64_t chain = std::max<std::int64_t>(0, kind.chain_layers(c.model));
-  const double C = static_cast<double>(kind.state_channels(c.model));
-  const double pixels = static_cast<double>(train.image_size());
-  const double layers = std::ceil(static_cast<double>(chain) / (c.serial ? 1 : ranks));
-  const double copies = c.optimizer == "adam" ? 4 : 3;  // value, gradient, moment(s)
-  const double params =
-      4.0 * copies * (layers * 2 * (taps * C * C + C) + C * pixels * 32 + 32 * 11);
-  const double batch = static_cast<double>(std::min<std::int64_t>(c.batch, train.count));
-  const double eval_batch =
-      static_cast<double>(std::min<std::int64_t>(std::max<std::int64_t>(c.batch, 500), test.count));
-  const double state = 4.0 * C * pixels;
-  const double states = state * (layers + 1) * (3 * batch + eval_batch);
-  const double sets = 4.0 * pixels * static_cast<double>(train.count + test.count);
-  const double need = params + states + sets;
+  std::vector<std::int64_t> example{1, train.rows, train.cols};
+  if (train.spatial_dims == 3) example.insert(example.begin() + 1, train.depth);
+  const train::MemoryEstimate e =
+      train::estimate_memory(c, example, train.count, test.count, ranks);
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int here = c.serial ? 1 : (local ? std::max(1, std::atoi(local)) : ranks);
   const double have = available_bytes() / here;
-  if (need > have)
+  if (e.total() > have)
     throw InvalidOption(fmt::format(
         "--channels {} --steps {} --batch {} on {} rank(s) need about {} per rank (parameters "
         "{}, states {}, data {}), more than the {} available per rank; use smaller values",
-        c.model.channels, c.model.steps, c.batch, c.serial ? 1 : ranks, bytes_text(need),
-        bytes_text(params), bytes_text(states), bytes_text(sets), bytes_text(have)));
+        c.model.channels, c.model.steps, c.batch, c.serial ? 1 : ranks, bytes_text(e.total()),
+        bytes_text(e.parameters), bytes_text(e.states), bytes_text(e.data), bytes_text(have)));
 }
 
 void check_model_data(const std::string& model, int spatial_dims, const std::string& data_dir) {

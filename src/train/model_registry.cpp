@@ -2,6 +2,7 @@
 #include "weft/train/model_registry.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "weft/util/error.hpp"
@@ -32,6 +33,66 @@ std::int64_t no_state(const ModelConfig&) {
   return 0;
 }
 
+using Shape = std::vector<std::int64_t>;
+
+std::int64_t product(Shape::const_iterator begin, Shape::const_iterator end) {
+  return std::accumulate(begin, end, std::int64_t{1}, std::multiplies<>());
+}
+
+// Parameter counts of the models the zoo builds (weft/models: image_resnet.cpp, stages_net.cpp,
+// sequence_classifier.cpp); tests compare them with the built modules.
+constexpr std::int64_t kResNetHidden = 32;  // ImageResNetSpec::hidden
+
+ParameterCount resnet_parameters(const ModelConfig& m, const Shape& shape, std::int64_t classes) {
+  const std::int64_t c = m.channels, conv = 9 * c * c + c;
+  ParameterCount p;
+  if (m.open == "conv") p.open = 9 * c + c;
+  p.chain = m.steps * 2 * conv;
+  const std::int64_t features = c * product(shape.end() - 2, shape.end());
+  p.close = features * kResNetHidden + kResNetHidden + kResNetHidden * classes + classes;
+  return p;
+}
+
+ParameterCount staged_parameters(const ModelConfig& m, const Shape& shape, std::int64_t classes) {
+  const std::int64_t taps = shape.size() == 4 ? 27 : 9;
+  const bool bn = m.batchnorm;
+  // A 3x3(x3) convolution with a bias unless batch norm (weight and bias per channel) follows.
+  auto conv = [&](std::int64_t in, std::int64_t out) {
+    return taps * in * out + (bn ? 2 * out : out);
+  };
+  ParameterCount p;
+  if (m.stage_channels.empty()) return p;
+  p.open = conv(shape.front(), m.stage_channels.front());
+  for (size_t s = 0; s < m.stage_channels.size(); ++s) {
+    const std::int64_t c = m.stage_channels[s];
+    p.chain += (s < m.stage_steps.size() ? m.stage_steps[s] : 0) * 2 * conv(c, c);
+    if (s + 1 < m.stage_channels.size()) p.chain += conv(c, m.stage_channels[s + 1]);
+  }
+  p.close = m.stage_channels.back() * classes + classes;
+  return p;
+}
+
+// torch::nn::GRU / LSTM (gates 3 / 4) over rows (input: a row) or pixels (input: one value),
+// and the head Linear(hidden, classes).
+ParameterCount recurrent_parameters(const ModelConfig& m, const Shape& shape, std::int64_t classes,
+                                    std::int64_t gates) {
+  const std::int64_t h = m.hidden, input = m.sequence == "rows" ? shape.back() : 1;
+  ParameterCount p;
+  for (std::int64_t l = 0; l < m.rnn_layers; ++l)
+    p.chain += gates * h * ((l == 0 ? input : h) + h + 2);
+  p.close = h * classes + classes;
+  return p;
+}
+ParameterCount gru_parameters(const ModelConfig& m, const Shape& shape, std::int64_t classes) {
+  return recurrent_parameters(m, shape, classes, 3);
+}
+ParameterCount lstm_parameters(const ModelConfig& m, const Shape& shape, std::int64_t classes) {
+  return recurrent_parameters(m, shape, classes, 4);
+}
+ParameterCount unknown_parameters(const ModelConfig&, const Shape&, std::int64_t) {
+  return {};
+}
+
 using Family = ModelKind::Family;
 const std::vector<std::string> kResNetFields{"channels", "steps", "open", "t_final", "seed"};
 const std::vector<std::string> kStagedFields{"stage_channels", "stage_steps", "batchnorm",
@@ -51,15 +112,17 @@ const ModelKind::Recipe kRecurrent{1, 4, 2, 1, 3, 0.002, "constant"};
 std::vector<ModelKind> registered() {
   return {
       {"resnet", "one stage of conv3x3 residual steps (exact mode by default)", Family::Chain, 2,
-       true, kResNetFields, resnet_layers, resnet_channels, kExact, ""},
+       true, kResNetFields, resnet_layers, resnet_channels, kExact, "", resnet_parameters},
       {"stages", "stages of conv3x3 residual steps with batch norm and stride-2 transitions",
-       Family::Staged, 2, true, kStagedFields, staged_layers, staged_channels, kStages, ""},
+       Family::Staged, 2, true, kStagedFields, staged_layers, staged_channels, kStages, "",
+       staged_parameters},
       {"conv3d", "the stages network with 3x3x3 convolutions, for volumes", Family::Staged, 3, true,
-       kStagedFields, staged_layers, staged_channels, kExact, ""},
+       kStagedFields, staged_layers, staged_channels, kExact, "", staged_parameters},
       {"gru", "a GRU over the image as a sequence, parallel over the sequence", Family::Recurrent,
-       2, true, kRecurrentFields, no_chain, no_state, kRecurrent, "gru"},
+       2, true, kRecurrentFields, no_chain, no_state, kRecurrent, "gru", gru_parameters},
       {"lstm", "an LSTM over the image as a sequence, parallel over the sequence",
-       Family::Recurrent, 2, true, kRecurrentFields, no_chain, no_state, kRecurrent, "lstm"},
+       Family::Recurrent, 2, true, kRecurrentFields, no_chain, no_state, kRecurrent, "lstm",
+       lstm_parameters},
       {"custom",
        "a network given to the Trainer",
        Family::Custom,
@@ -69,7 +132,8 @@ std::vector<ModelKind> registered() {
        no_chain,
        no_state,
        kExact,
-       ""},
+       "",
+       unknown_parameters},
   };
 }
 

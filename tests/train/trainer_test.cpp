@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "expect.hpp"
+#include "weft/train/memory_estimate.hpp"
 #include "weft/train/model_registry.hpp"
 #include "weft/train/model_zoo.hpp"
 #include "weft/train/trainer.hpp"
@@ -266,6 +267,73 @@ TEST(ModelRegistry, EveryKindBuildsTheChainItAnnounces) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The registry counts each kind's parameters without building it; the built modules agree to
+// the parameter, for variants of each kind, and the memory estimate follows the counts.
+TEST(ModelRegistry, ParameterCountsEqualTheBuiltModels) {
+  auto count = [](const std::vector<torch::Tensor>& params) {
+    std::int64_t n = 0;
+    for (const torch::Tensor& p : params) n += p.numel();
+    return n;
+  };
+  std::vector<train::ModelConfig> configs;
+  for (const train::ModelKind& kind : train::model_kinds()) {
+    if (!kind.selectable) continue;
+    train::ModelConfig m;
+    m.kind = kind.name;
+    configs.push_back(m);
+  }
+  train::ModelConfig copy_open;
+  copy_open.open = "copy";
+  copy_open.channels = 3;
+  train::ModelConfig no_bn;
+  no_bn.kind = "stages";
+  no_bn.batchnorm = false;
+  no_bn.stage_channels = {2, 5};
+  no_bn.stage_steps = {1, 3};
+  train::ModelConfig deep_lstm;
+  deep_lstm.kind = "lstm";
+  deep_lstm.rnn_layers = 2;
+  deep_lstm.hidden = 7;
+  deep_lstm.sequence = "pixels";
+  configs.insert(configs.end(), {copy_open, no_bn, deep_lstm});
+  for (const train::ModelConfig& m : configs) {
+    const train::ModelKind& kind = train::model_kind(m);
+    const std::vector<std::int64_t> shape = kind.spatial_dims == 3
+                                                ? std::vector<std::int64_t>{1, 8, 8, 8}
+                                                : std::vector<std::int64_t>{1, 12, 8};
+    const train::ParameterCount p = kind.parameters(m, shape, 10);
+    if (kind.recurrent()) {
+      torch::manual_seed(1);
+      weft::models::SequenceClassifier model(
+          MPI_COMM_SELF,
+          train::sequence_classifier_spec(m, shape, weft::nn::LayerParallelOptions(), true));
+      EXPECT_EQ(p.total(), count(model->parameters())) << m.kind;
+      continue;
+    }
+    const weft::nn::Network net = train::build_network(m, shape);
+    weft::nn::SequentialNetwork built(net);
+    std::int64_t chain = 0;
+    for (std::int64_t n = 0; n < built->steps(); ++n)
+      chain += count(built->step(n).module().parameters());
+    EXPECT_EQ(p.chain, chain) << m.kind;
+    EXPECT_EQ(p.open, built->open().is_empty() ? 0 : count(built->open().module().parameters()))
+        << m.kind;
+    EXPECT_EQ(p.close, count(built->close().module().parameters())) << m.kind;
+  }
+  // The busiest rank's share: at 4 ranks a quarter of resnet's 8 equal layers with both ends.
+  train::TrainerOptions o;
+  o.optimizer = "sgd";
+  const train::ParameterCount p = train::model_kind(o.model).parameters(o.model, {1, 28, 28}, 10);
+  const train::MemoryEstimate e = train::estimate_memory(o, {1, 28, 28}, 100, 50, 4);
+  EXPECT_DOUBLE_EQ(
+      e.parameters,
+      4.0 * 3 * (static_cast<double>(p.chain) / 4 + static_cast<double>(p.open + p.close)));
+  EXPECT_DOUBLE_EQ(e.data, 4.0 * 28 * 28 * 150);
+  EXPECT_GT(e.states, 0);
+  o.serial = true;
+  EXPECT_GT(train::estimate_memory(o, {1, 28, 28}, 100, 50, 4).parameters, e.parameters);
 }
 
 TEST(Trainer, InvalidOptionsNameTheirField) {

@@ -11,6 +11,13 @@
 
 namespace weft::train {
 
+/// Trainable parameters of a model, by part (open layer, chain layers together, close layer or
+/// head); a recurrent model's cell counts as its chain.
+struct ParameterCount {
+  std::int64_t open = 0, chain = 0, close = 0;
+  std::int64_t total() const { return open + chain + close; }
+};
+
 struct ModelKind {
   enum class Family {
     Chain,      ///< one stage of residual steps between open and close layers
@@ -38,6 +45,10 @@ struct ModelKind {
   };
   Recipe recipe;
   std::string cell;  ///< recurrent kinds: the cell, "gru" or "lstm"
+  /// Its trainable parameters for examples of `example_shape` ([channels, (depth,) rows, cols])
+  /// and `classes` classes, counted from the configuration (nothing is built).
+  ParameterCount (*parameters)(const ModelConfig&, const std::vector<std::int64_t>& example_shape,
+                               std::int64_t classes) = nullptr;
 
   bool recurrent() const { return family == Family::Recurrent; }
   bool staged() const { return family == Family::Staged; }

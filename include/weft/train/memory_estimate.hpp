@@ -1,0 +1,32 @@
+#pragma once
+// What a training run needs in memory at its busiest rank, counted from the sizes alone (no
+// LibTorch, nothing allocated), so that a front end can refuse a run that cannot fit before
+// any work: `weft train` compares it with the memory the machine has per rank.
+#include <cstdint>
+#include <vector>
+
+#include "weft/train/options.hpp"
+
+namespace weft::train {
+
+struct MemoryEstimate {
+  double parameters = 0;  ///< bytes: the busiest rank's parameters, gradients, optimizer moments
+  double states = 0;      ///< bytes: MGRIT states and saved activations of a training batch and
+                          ///< an evaluation batch on its layers
+  double data = 0;        ///< bytes: both data sets as float tensors
+  double total() const { return parameters + states + data; }
+};
+
+/// A lower bound for a run of `options` (model, batch, eval_batch, optimizer, serial) at `ranks`
+/// layer-parallel ranks on data sets of `train_examples` and `test_examples` examples of
+/// `example_shape` ([channels, (depth,) rows, cols]) with `classes` classes. The model's
+/// parameters come from its registry entry (ModelKind::parameters): its chain's share for the
+/// rank with the most layers, with the open and close layers; states are counted at the
+/// full-resolution state of ModelKind::state_channels. Refusing a run on it is safe: the run
+/// would need at least this much.
+MemoryEstimate estimate_memory(const TrainerOptions& options,
+                               const std::vector<std::int64_t>& example_shape,
+                               std::int64_t train_examples, std::int64_t test_examples, int ranks,
+                               std::int64_t classes = 10);
+
+}  // namespace weft::train
