@@ -129,7 +129,7 @@ void TensorOps::refine(const Tensor& coarse, Tensor& fine, int coarse_level) con
 Tensor ForwardApp::init(double t) const {
   const std::int64_t p = point_of(t);
   if (p == 0 && solve->x0_.defined())
-    return solve->forward_one_level_ ? solve->x0_ : solve->x0_.clone();
+    return solve->pair_.forward_one_level() ? solve->x0_ : solve->x0_.clone();
   return solve->zero_of_point(p);
 }
 
@@ -163,7 +163,7 @@ void ForwardApp::step(const Tensor& in, Tensor& out, double, double,
 Tensor AdjointApp::init(double t) const {
   const std::int64_t p = point_of(t);
   if (p == solve->chain_.layers() && solve->lambda_N_.defined())
-    return solve->adjoint_one_level_ ? solve->lambda_N_ : solve->lambda_N_.clone();
+    return solve->pair_.adjoint_one_level() ? solve->lambda_N_ : solve->lambda_N_.clone();
   return solve->zero_of_point(p);
 }
 
@@ -221,7 +221,8 @@ BatchSolve::BatchSolve(MPI_Comm comm, const Chain& chain, const Placement& place
       bank_(bank),
       evaluator_(evaluator),
       sync_(sync),
-      stats_(stats) {
+      stats_(stats),
+      pair_(comm, tags::kBoundaryState, "layer-parallel forward") {
   fapp_.solve = this;
   aapp_.solve = this;
   aapp_.adjoint = true;
@@ -236,11 +237,9 @@ void BatchSolve::configure(const LayerParallelOptions& options) {
 }
 
 void BatchSolve::reset() {
-  asolver_.reset();
-  fsolver_.reset();
+  pair_.reset();
   graphs_.clear();
   coarse_graphs_.clear();
-  boundary_ = Tensor();
   staging_ = Tensor();
   input_shape_.clear();
   coarse_x_.clear();
@@ -259,8 +258,7 @@ const Tensor& BatchSolve::zero_of_point(std::int64_t p) {
 }
 
 const Tensor* BatchSolve::forward_state(std::int64_t n) const {
-  if (n == lo_ - 1) return &boundary_;
-  return fsolver_->state(n);
+  return pair_.forward_state(n);
 }
 
 const Tensor* BatchSolve::forward_state(std::int64_t n, int depth) {
@@ -276,9 +274,11 @@ const Tensor* BatchSolve::forward_state(std::int64_t n, int depth) {
 
 void BatchSolve::find_spatial_shapes() {
   forward_depth_ =
-      spatial_depths(options_.forward_spatial(), fsolver_ ? fsolver_->hierarchy().levels() : 1);
+      spatial_depths(options_.forward_spatial(),
+                     pair_.forward_if_built() ? pair_.forward_if_built()->hierarchy().levels() : 1);
   adjoint_depth_ =
-      spatial_depths(options_.backward_spatial(), asolver_ ? asolver_->hierarchy().levels() : 1);
+      spatial_depths(options_.backward_spatial(),
+                     pair_.adjoint_if_built() ? pair_.adjoint_if_built()->hierarchy().levels() : 1);
   depth_shapes_.assign(1, shapes_.shape);
   mpi::collectively(comm_, [&] {
     torch::NoGradGuard no_grad;
@@ -423,8 +423,6 @@ void BatchSolve::prepare(const std::vector<std::int64_t>& shape, torch::Dtype dt
   // New solvers: stored states (warm starts) of another shape are useless.
   reset();
   find_shapes(shape, dtype);
-  const auto grid =
-      mgrit::TimeGrid::uniform(0.0, static_cast<double>(chain_.layers()), chain_.layers());
   mgrit::Options forward = options_.forward_solver_options();
   // Batch-norm statistics change at the final sweep's evaluations: F then C evaluates every
   // layer there once. Every rank must choose alike.
@@ -436,13 +434,7 @@ void BatchSolve::prepare(const std::vector<std::int64_t>& shape, torch::Dtype dt
                "MPI_Allreduce (buffers)");
   }
   if (any && forward.max_levels() > 1) forward.final_sweep(mgrit::FinalSweep::CF);
-  fsolver_ = std::make_unique<mgrit::Solver<ForwardApp>>(fapp_, comm_, grid, forward);
-  asolver_ = std::make_unique<mgrit::Solver<AdjointApp>>(aapp_, comm_, grid,
-                                                         placement_.backward_options());
-  forward_one_level_ = fsolver_->hierarchy().levels() == 1;
-  adjoint_one_level_ = asolver_->hierarchy().levels() == 1;
-  forward_warm_ = forward.warm_start();
-  adjoint_warm_ = placement_.backward_options().warm_start();
+  pair_.build(fapp_, aapp_, chain_.layers(), forward, placement_.backward_options(), lo_, hi_);
   try {
     find_spatial_shapes();
     validate_layers();
@@ -460,17 +452,19 @@ Tensor BatchSolve::forward(const Tensor& x0, bool record_graphs, bool needs_back
   stats_.forward.evaluations.clear();
   evaluator_.count_into(&stats_.forward.evaluations);
   try {
-    stats_.forward.result = fsolver_->solve();
+    stats_.forward.result = pair_.forward().solve();
   } catch (...) {
     evaluator_.count_into(nullptr);
     x0_ = Tensor();
     throw;
   }
   evaluator_.count_into(nullptr);
-  stats_.forward.statistics = fsolver_->statistics();
+  stats_.forward.statistics = pair_.forward().statistics();
   x0_ = Tensor();
-  boundary_ = Tensor();
-  if (needs_backward) exchange_boundary();
+  pair_.clear_boundary();
+  if (needs_backward)
+    pair_.exchange_boundary(
+        fapp_, rank_ > 0 ? torch::empty(shape_of_point(lo_ - 1), shapes_.options()) : Tensor());
 
   // The final sweep evaluates each layer once: its graph maps the input it saw to the stored
   // x_{n+1}, and its batch statistics are those the running statistics took. With an F then C
@@ -494,38 +488,8 @@ Tensor BatchSolve::forward(const Tensor& x0, bool record_graphs, bool needs_back
   }
   stats_.state_bytes = 2 * state_bytes;  // forward states and adjoint states
   if (rank_ != ranks_ - 1) return Tensor();
-  Tensor& xN = *fsolver_->state(chain_.layers());
-  return forward_warm_ || is_shared_zero(xN) ? xN.clone() : std::move(xN);
-}
-
-void BatchSolve::exchange_boundary() {
-  if (ranks_ == 1) return;
-  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  if (rank_ > 0) {
-    boundary_ = torch::empty(shape_of_point(lo_ - 1), shapes_.options());
-    boundary_in_.resize(fapp_.buffer_size(boundary_));
-    mpi::check(MPI_Irecv(boundary_in_.data(), static_cast<int>(boundary_in_.size()), MPI_BYTE,
-                         rank_ - 1, tags::kBoundaryState, comm_, &requests[0]),
-               "MPI_Irecv (boundary state)");
-  }
-  if (rank_ < ranks_ - 1) {
-    const Tensor* last = fsolver_->state(hi_ - 1);
-    if (!last)
-      throw MpiError("layer-parallel forward (" + mpi::where(comm_) + "): state " +
-                     std::to_string(hi_ - 1) + " is not stored");
-    boundary_out_.resize(fapp_.buffer_size(*last));
-    fapp_.pack(*last, boundary_out_.data());
-    trace::sent(comm_, rank_ + 1, tags::kBoundaryState, boundary_out_.size());
-    mpi::check(MPI_Isend(boundary_out_.data(), static_cast<int>(boundary_out_.size()), MPI_BYTE,
-                         rank_ + 1, tags::kBoundaryState, comm_, &requests[1]),
-               "MPI_Isend (boundary state)");
-  }
-  {
-    trace::Span wait("wait", "mpi", trace::Kind::Wait);
-    if (rank_ > 0) wait.message(comm_, rank_ - 1, tags::kBoundaryState, boundary_in_.size());
-    mpi::check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall (boundary state)");
-  }
-  if (rank_ > 0) fapp_.unpack(boundary_in_.data(), boundary_);
+  Tensor& xN = *pair_.forward().state(chain_.layers());
+  return pair_.forward_warm() || is_shared_zero(xN) ? xN.clone() : std::move(xN);
 }
 
 std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
@@ -553,7 +517,7 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
   coarse_graphs_.clear();
   stats_.coarse_graphs_built = stats_.coarse_graphs_reused = 0;
   try {
-    stats_.backward.result = asolver_->solve();
+    stats_.backward.result = pair_.adjoint().solve();
   } catch (...) {
     evaluator_.count_into(nullptr);
     coarse_x_.clear();
@@ -563,7 +527,7 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
     throw;
   }
   evaluator_.count_into(nullptr);
-  stats_.backward.statistics = asolver_->statistics();
+  stats_.backward.statistics = pair_.adjoint().statistics();
   coarse_x_.clear();
   coarse_graphs_.clear();
   lambda_N_ = Tensor();
@@ -573,9 +537,9 @@ std::vector<Tensor> BatchSolve::backward(const Tensor& lambda_N) {
 
   std::vector<Tensor> out;
   if (rank_ == 0) {
-    Tensor& lambda_0 = *asolver_->state(0);
-    out.push_back(adjoint_warm_ || is_shared_zero(lambda_0) ? lambda_0.clone()
-                                                            : std::move(lambda_0));
+    Tensor& lambda_0 = *pair_.adjoint().state(0);
+    out.push_back(pair_.adjoint_warm() || is_shared_zero(lambda_0) ? lambda_0.clone()
+                                                                   : std::move(lambda_0));
   } else {
     out.emplace_back();
   }

@@ -17,6 +17,7 @@
 #include "layer_bank.hpp"
 #include "layer_evaluator.hpp"
 #include "placement.hpp"
+#include "solve_pair.hpp"
 #include "spatial.hpp"
 #include "weft/mgrit/solver.hpp"
 #include "weft/nn/options.hpp"
@@ -82,7 +83,7 @@ class BatchSolve {
   void configure(const LayerParallelOptions& options);
   /// Drops the solvers and everything stored (device changes, failures).
   void reset();
-  bool ready() const { return fsolver_ && asolver_; }
+  bool ready() const { return pair_.ready(); }
 
   /// Collective. Prepares solvers for states of x_0's `shape` and `dtype` (from the input rank).
   void prepare(const std::vector<std::int64_t>& shape, torch::Dtype dtype);
@@ -117,7 +118,6 @@ class BatchSolve {
   void find_spatial_shapes();
   /// x_n restricted `depth` times (cached for the adjoint solve).
   const torch::Tensor* forward_state(std::int64_t n, int depth);
-  void exchange_boundary();
   const torch::Tensor* forward_state(std::int64_t n) const;
 
   MPI_Comm comm_;
@@ -143,19 +143,11 @@ class BatchSolve {
 
   ForwardApp fapp_;
   AdjointApp aapp_;
-  std::unique_ptr<mgrit::Solver<ForwardApp>> fsolver_;
-  std::unique_ptr<mgrit::Solver<AdjointApp>> asolver_;
-  // Solves at one level only read their initial state (a sequential sweep from it): it may be
-  // the caller's tensor itself. Solvers that do not warm-start from their last solution hand
-  // their final state over instead of copying it.
-  bool forward_one_level_ = false, adjoint_one_level_ = false;
-  bool forward_warm_ = false, adjoint_warm_ = false;
+  SolvePair<ForwardApp, AdjointApp> pair_;  ///< the solvers and the boundary state x_{lo-1}
 
   // per batch
   bool record_graphs_ = false;
   torch::Tensor x0_, lambda_N_;
-  torch::Tensor boundary_;  ///< x_{lo-1} (ranks > 0, after a forward that needs backward)
-  std::vector<char> boundary_in_, boundary_out_;
   std::vector<Graph> graphs_;  ///< per local layer
   /// The adjoint's coarse steps (level, to, from) of this batch: each linearizes at the same
   /// forward state in every iteration, so its graph is built at its first visit and reused.

@@ -86,13 +86,10 @@ struct LayerParallelFunction : public torch::autograd::Function<LayerParallelFun
                                                  torch::autograd::variable_list grad_out) {
     auto* core =
         reinterpret_cast<Core*>(static_cast<std::intptr_t>(ctx->saved_data["core"].toInt()));
-    const std::int64_t generation = ctx->saved_data["generation"].toInt();
-    if (generation != core->generation)
-      throw InvalidOption("layer-parallel backward (" + mpi::where(core->comm.get()) +
-                          "): the graph is stale (forward pass " + std::to_string(generation) +
-                          ", now " + std::to_string(core->generation) +
-                          "): call backward once per forward, before the next forward, "
-                          "set_options() or to()");
+    check_generation(ctx->saved_data["generation"].toInt(), core->generation, "layer-parallel",
+                     core->comm.get(),
+                     "call backward once per forward, before the next forward, set_options() "
+                     "or to()");
     if (!core->solve.ready())
       throw InvalidOption("layer-parallel backward (" + mpi::where(core->comm.get()) +
                           "): the solvers were rebuilt since the forward pass");

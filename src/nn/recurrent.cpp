@@ -130,12 +130,8 @@ struct RecurrentFunction : public torch::autograd::Function<RecurrentFunction> {
     auto* core = reinterpret_cast<RecurrentCore*>(
         static_cast<std::intptr_t>(ctx->saved_data["core"].toInt()));
     RecurrentCore& c = *core;
-    const std::int64_t generation = ctx->saved_data["generation"].toInt();
-    if (generation != c.generation)
-      throw InvalidOption("recurrent network backward (" + mpi::where(c.comm()) +
-                          "): the graph is stale (forward pass " + std::to_string(generation) +
-                          ", now " + std::to_string(c.generation) +
-                          "): call backward once per forward, before the next forward");
+    check_generation(ctx->saved_data["generation"].toInt(), c.generation, "recurrent network",
+                     c.comm(), "call backward once per forward, before the next forward");
     const CellKind kind = c.options.cell();
     const bool x_grad = ctx->saved_data["x_grad"].toBool();
     const Tensor& d_output = grad_out.at(0);

@@ -163,7 +163,8 @@ RecurrentSolve::RecurrentSolve(MPI_Comm comm, StackedCell cell, CoarseInput coar
       ranks_(mpi::size(comm)),
       cell_(cell),
       coarse_input_(coarse_input),
-      stats_(stats) {
+      stats_(stats),
+      pair_(comm, tags::kRecurrentBoundary, "recurrent network forward") {
   fapp_.solve = this;
   aapp_.solve = this;
 }
@@ -174,14 +175,12 @@ void RecurrentSolve::configure(const LayerParallelOptions& options) {
   options.validate();
   options_ = options;
   length_ = -1;
-  fsolver_.reset();
-  asolver_.reset();
+  pair_.reset();
 }
 
 void RecurrentSolve::prepare(std::int64_t length) {
-  if (length == length_ && fsolver_) return;
-  fsolver_.reset();
-  asolver_.reset();
+  if (length == length_ && pair_.ready()) return;
+  pair_.reset();
   length_ = -1;
   if (length < ranks_)
     throw InvalidOption("recurrent network (" + mpi::where(comm_) + "): a sequence of " +
@@ -190,13 +189,10 @@ void RecurrentSolve::prepare(std::int64_t length) {
   const Chain chain({StageSpan{length, 1.0}});
   placement_ = Placement(chain, rank_, ranks_, options_.forward_solver_options(),
                          options_.backward_solver_options());
-  lo_ = placement_.point_begin(rank_);
-  hi_ = placement_.point_begin(rank_ + 1);
+  pair_.build(fapp_, aapp_, length, options_.forward_solver_options(),
+              placement_.backward_options(), placement_.point_begin(rank_),
+              placement_.point_begin(rank_ + 1));
   const auto grid = mgrit::TimeGrid::uniform(0.0, static_cast<double>(length), length);
-  fsolver_ = std::make_unique<mgrit::Solver<RecurrentForwardApp>>(
-      fapp_, comm_, grid, options_.forward_solver_options());
-  asolver_ = std::make_unique<mgrit::Solver<RecurrentAdjointApp>>(aapp_, comm_, grid,
-                                                                  placement_.backward_options());
   std::vector<mgrit::StepSite> sites =
       mgrit::step_sites(grid, options_.forward_solver_options(), ranks_);
   for (const auto& site : mgrit::step_sites(grid, placement_.backward_options(), ranks_))
@@ -322,8 +318,7 @@ void RecurrentSolve::shift_output_grad(const Tensor& local) {
 }
 
 const TensorTuple& RecurrentSolve::forward_state(std::int64_t t) const {
-  if (t == lo_ - 1 && rank_ > 0) return boundary_;
-  const TensorTuple* s = fsolver_->state(t);
+  const TensorTuple* s = pair_.forward_state(t);
   if (!s)
     throw MpiError("recurrent network (" + mpi::where(comm_) + "): forward state " +
                    std::to_string(t) + " is not stored here");
@@ -344,7 +339,7 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
   zero_ = zeros_like(s0_);
   detached_params_.clear();
   for (const Tensor& p : params) detached_params_.push_back(p.detach());
-  boundary_.clear();
+  pair_.clear_boundary();
   input_grad_ = input_grad;
   cache_graphs_ = needs_backward && options_.cache_graphs() &&
                   options_.forward_solver_options().max_levels() == 1;
@@ -352,18 +347,18 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
   graph_params_.clear();
   if (cache_graphs_)
     for (const Tensor& p : params) graph_params_.push_back(p.detach().requires_grad_(true));
-  stats_.forward.result = fsolver_->solve();
-  stats_.forward.statistics = fsolver_->statistics();
-  if (needs_backward) exchange_boundary();
+  stats_.forward.result = pair_.forward().solve();
+  stats_.forward.statistics = pair_.forward().statistics();
+  if (needs_backward) pair_.exchange_boundary(fapp_, zeros_like(zero_));
 
   Forward result;
-  result.final_state =
-      broadcast(rank_ == ranks_ - 1 ? detached_clone(*fsolver_->state(length_)) : zeros_like(zero_),
-                ranks_ - 1);
+  result.final_state = broadcast(
+      rank_ == ranks_ - 1 ? detached_clone(*pair_.forward().state(length_)) : zeros_like(zero_),
+      ranks_ - 1);
   if (output_sequence) {
     std::vector<Tensor> rows;
     for (std::int64_t t = step_begin(); t < step_end(); ++t)
-      rows.push_back(fsolver_->state(t + 1)->at(cell_.top_h()));
+      rows.push_back(pair_.forward().state(t + 1)->at(cell_.top_h()));
     result.output = distributed ? torch::stack(rows) : gather_steps(torch::stack(rows));
   }
   if (!needs_backward) {
@@ -374,30 +369,6 @@ RecurrentSolve::Forward RecurrentSolve::forward(const Tensor& x, const TensorTup
   }
   stats_.forward.seconds = clock::now() - t0;
   return result;
-}
-
-void RecurrentSolve::exchange_boundary() {
-  if (ranks_ == 1) return;
-  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  std::vector<char> in, out;
-  if (rank_ > 0) {
-    boundary_ = zeros_like(zero_);
-    in.resize(fapp_.buffer_size(boundary_));
-    mpi::check(MPI_Irecv(in.data(), static_cast<int>(in.size()), MPI_BYTE, rank_ - 1,
-                         tags::kRecurrentBoundary, comm_, &requests[0]),
-               "MPI_Irecv (recurrent boundary state)");
-  }
-  if (rank_ < ranks_ - 1) {
-    const TensorTuple& last = *fsolver_->state(hi_ - 1);
-    out.resize(fapp_.buffer_size(last));
-    fapp_.pack(last, out.data());
-    mpi::check(MPI_Isend(out.data(), static_cast<int>(out.size()), MPI_BYTE, rank_ + 1,
-                         tags::kRecurrentBoundary, comm_, &requests[1]),
-               "MPI_Isend (recurrent boundary state)");
-  }
-  mpi::check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE),
-             "MPI_Waitall (recurrent boundary state)");
-  if (rank_ > 0) fapp_.unpack(in.data(), boundary_);
 }
 
 Tensor RecurrentSolve::gather_steps(const Tensor& local) const {
@@ -432,7 +403,7 @@ TensorTuple RecurrentSolve::broadcast(TensorTuple u, int root) const {
 RecurrentSolve::Backward RecurrentSolve::backward(const TensorTuple& final_state,
                                                   const Tensor& output, bool input_grad) {
   const double t0 = clock::now();
-  if (!x_.defined() || !fsolver_)
+  if (!x_.defined() || !pair_.ready())
     throw InvalidOption("recurrent network (" + mpi::where(comm_) +
                         "): backward without a forward that kept its states");
   {
@@ -459,23 +430,23 @@ RecurrentSolve::Backward RecurrentSolve::backward(const TensorTuple& final_state
     coarse_inputs_.clear();
     x_ = Tensor();
     s0_.clear();
-    boundary_.clear();
+    pair_.clear_boundary();
     lambda_T_.clear();
     output_grad_ = Tensor();
     output_grad_last_ = Tensor();
   };
   try {
-    stats_.backward.result = asolver_->solve();
+    stats_.backward.result = pair_.adjoint().solve();
   } catch (...) {
     release();
     throw;
   }
-  stats_.backward.statistics = asolver_->statistics();
+  stats_.backward.statistics = pair_.adjoint().statistics();
 
   torch::NoGradGuard no_grad;
   Backward result;
   result.initial_state =
-      broadcast(rank_ == 0 ? detached_clone(*asolver_->state(0)) : zeros_like(zero_), 0);
+      broadcast(rank_ == 0 ? detached_clone(*pair_.adjoint().state(0)) : zeros_like(zero_), 0);
   if (input_grad) result.input = distributed_ ? input_grad_local_ : gather_steps(input_grad_local_);
   const double t_reduce = clock::now();
   GradientSync(comm_, 1).sum_now(param_grads_);

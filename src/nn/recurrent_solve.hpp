@@ -12,6 +12,7 @@
 
 #include "placement.hpp"
 #include "recurrent_plan.hpp"
+#include "solve_pair.hpp"
 #include "tensor_tuple.hpp"
 #include "weft/mgrit/solver.hpp"
 #include "weft/nn/recurrent.hpp"
@@ -109,7 +110,6 @@ class RecurrentSolve {
   void prepare_coarse_inputs();
   /// Distributed: output_grad_ from the local rows and the previous rank's last row.
   void shift_output_grad(const torch::Tensor& local);
-  void exchange_boundary();
   /// Rows [step_begin(r), step_end(r)) of every rank, concatenated on every rank.
   torch::Tensor gather_steps(const torch::Tensor& local) const;
   TensorTuple broadcast(TensorTuple u, int root) const;
@@ -122,13 +122,12 @@ class RecurrentSolve {
   LayerParallelOptions options_;
   std::int64_t length_ = -1;
   Placement placement_;
-  std::int64_t lo_ = 0, hi_ = 0;  ///< forward points
   CoarseInputPlan plan_;
 
   RecurrentForwardApp fapp_;
   RecurrentAdjointApp aapp_;
-  std::unique_ptr<mgrit::Solver<RecurrentForwardApp>> fsolver_;
-  std::unique_ptr<mgrit::Solver<RecurrentAdjointApp>> asolver_;
+  /// The solvers and the boundary state s_{lo-1} (ranks > 0).
+  SolvePair<RecurrentForwardApp, RecurrentAdjointApp> pair_;
 
   // per batch
   bool distributed_ = false;
@@ -137,7 +136,6 @@ class RecurrentSolve {
   std::map<StepInterval, torch::Tensor> coarse_inputs_;
   TensorTuple s0_, zero_;  ///< s_0 and a zero state
   std::vector<torch::Tensor> detached_params_;
-  TensorTuple boundary_;  ///< s_{lo-1} (ranks > 0)
   TensorTuple lambda_T_;
   torch::Tensor output_grad_;  ///< ∂loss/∂output rows from output_grad_offset_, or undefined
   std::int64_t output_grad_offset_ = 0;
