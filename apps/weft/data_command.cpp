@@ -12,6 +12,7 @@
 #include <string>
 #include <system_error>
 
+#include "weft/data/cifar.hpp"
 #include "weft/data/idx.hpp"
 #include "weft/data/shapes3d.hpp"
 #include "weft/util/error.hpp"
@@ -24,7 +25,39 @@ namespace fs = std::filesystem;
 
 struct DataArgs {
   std::string set, out, train = "4000", test = "1000", size = "32", seed = "1";
+  std::string classes, per_class = "100", test_per_class = "20";  // cifar10 / cifar100
 };
+
+// `weft data cifar10|cifar100`: a generated set in the published binary layout.
+int run_cifar(const DataArgs& a, MPI_Comm comm) {
+  const auto version =
+      a.set == "cifar10" ? data::CifarVersion::Cifar10 : data::CifarVersion::Cifar100;
+  const int most = data::cifar_classes(version, data::CifarLabel::Fine);
+  const auto classes = static_cast<int>(
+      parse_integer("--classes", a.classes.empty() ? std::to_string(most) : a.classes, 2,
+                    fmt::format("an integer in [2, {}]", most), most));
+  const std::int64_t train =
+      parse_integer("--per-class", a.per_class, 1, "an integer in [1, 6000]", 6000);
+  const std::int64_t test =
+      parse_integer("--test-per-class", a.test_per_class, 1, "an integer in [1, 1000]", 1000);
+  const auto seed =
+      static_cast<std::uint64_t>(parse_integer("--seed", a.seed, 0, "an integer >= 0", 1LL << 62));
+  mpi::collectively(comm, [&]() {
+    if (mpi::rank(comm) == 0) check_output_folder("--out", a.out, 0);
+  });
+  mpi::collectively(comm, [&]() {
+    if (mpi::rank(comm) != 0) return;
+    data::write_generated_cifar(a.out, version, train, test, classes, seed);
+    std::printf(
+        "weft data: %s layout, %d classes, %lld training + %lld test images of 3x32x32, seed "
+        "%llu, in %s\n",
+        a.set.c_str(), classes, static_cast<long long>(train * classes),
+        static_cast<long long>(test * classes), static_cast<unsigned long long>(seed),
+        a.out.c_str());
+    std::fflush(stdout);
+  });
+  return kExitOk;
+}
 
 // The bump in the folder name retires caches written by an older generator.
 constexpr int kGeneratorVersion = 1;
@@ -72,6 +105,7 @@ std::string cache_root() {
 }
 
 int run_data(const DataArgs& a, MPI_Comm comm) {
+  if (a.set != "shapes3d") return run_cifar(a, comm);
   const std::int64_t train =
       parse_integer("--train-size", a.train, 1, "an integer in [1, 1000000]", 1000000);
   const std::int64_t test =
@@ -146,19 +180,22 @@ bool holds_volumes(const std::string& dir, data::Split split) {
 }
 
 std::string size_text(const data::ImageSet& s) {
-  return s.spatial_dims == 3 ? fmt::format("{}x{}x{}", s.depth, s.rows, s.cols)
-                             : fmt::format("{}x{}", s.rows, s.cols);
+  const std::string channels = s.channels != 1 ? fmt::format("{}x", s.channels) : "";
+  return channels + (s.spatial_dims == 3 ? fmt::format("{}x{}x{}", s.depth, s.rows, s.cols)
+                                         : fmt::format("{}x{}", s.rows, s.cols));
 }
 
 Subcommand add_data_command(CLI::App& weft) {
   CLI::App* cmd = weft.add_subcommand(
       "data",
       "Write a generated data set: 'weft data shapes3d --out DIR' writes the 3-D shapes "
-      "benchmark (10 classes of voxelized primitives) for 'weft train --data DIR --model conv3d'.");
+      "benchmark (10 classes of voxelized primitives) for 'weft train --data DIR --model conv3d'; "
+      "'weft data cifar10|cifar100 --out DIR' a set of coloured stripe patterns in CIFAR's "
+      "published binary layout (3x32x32 RGB).");
   auto a = std::make_shared<DataArgs>();
-  cmd->add_option("set", a->set, "the data set: shapes3d")
+  cmd->add_option("set", a->set, "the data set: shapes3d, cifar10 or cifar100")
       ->required()
-      ->check(CLI::IsMember({"shapes3d"}))
+      ->check(CLI::IsMember({"shapes3d", "cifar10", "cifar100"}))
       ->type_name("SET");
   cmd->add_option("--out", a->out, "output folder (created if missing)")
       ->required()
@@ -167,6 +204,14 @@ Subcommand add_data_command(CLI::App& weft) {
   cmd->add_option("--test-size", a->test, "test samples (default 1000)")->type_name("INT");
   cmd->add_option("--size", a->size, "voxels per side (default 32)")->type_name("INT");
   cmd->add_option("--seed", a->seed, "generator seed (default 1)")->type_name("INT");
+  cmd->add_option("--classes", a->classes, "cifar10/cifar100: classes (default 10 / 100)")
+      ->type_name("K");
+  cmd->add_option("--per-class", a->per_class,
+                  "cifar10/cifar100: training images per class (default 100)")
+      ->type_name("M");
+  cmd->add_option("--test-per-class", a->test_per_class,
+                  "cifar10/cifar100: test images per class (default 20)")
+      ->type_name("M");
   return Subcommand{cmd, [a](MPI_Comm comm) { return run_data(*a, comm); }, nullptr};
 }
 

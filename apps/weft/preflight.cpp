@@ -63,7 +63,14 @@ void check_memory(const TrainConfig& c, const data::ImageSet& train, const data:
         bytes_text(e.parameters), bytes_text(e.states), bytes_text(e.data), bytes_text(have)));
 }
 
-void check_model_data(const std::string& model, int spatial_dims, const std::string& data_dir) {
+void check_model_data(const std::string& model, int spatial_dims, std::int64_t channels,
+                      const std::string& data_dir) {
+  if (channels != 1 && train::model_kind(model).recurrent())
+    throw InvalidOption(
+        fmt::format("option --model: '{}' reads one-channel images as sequences, but --data {} "
+                    "holds {}-channel "
+                    "images; accepted with this data: resnet, stages",
+                    model, data_dir, channels));
   const bool volumes = spatial_dims == 3;
   if (volumes == (train::model_kind(model).spatial_dims == 3)) return;
   if (volumes)

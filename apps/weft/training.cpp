@@ -20,6 +20,7 @@
 #include "data_command.hpp"
 #include "preflight.hpp"
 #include "train_observers.hpp"
+#include "weft/data/cifar.hpp"
 #include "weft/data/idx.hpp"
 #include "weft/train/checkpoint_info.hpp"
 #include "weft/train/model_registry.hpp"
@@ -39,6 +40,20 @@ data::ImageSet read_split(const std::string& dir, data::Split split, std::int64_
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw BadData("--data " + dir + " is a file, not a folder (expected a folder with " +
                   data::images_file(split) + "[.gz] and " + data::labels_file(split) + "[.gz])");
+  // The published CIFAR-10 binaries (weft/data/cifar.hpp) by their layout; IDX files otherwise.
+  if (data::holds_cifar(dir, data::CifarVersion::Cifar10)) {
+    data::CifarOptions cifar;
+    cifar.limit = limit;
+    data::ImageSet set = data::read_cifar(dir, data::CifarVersion::Cifar10, split, cifar);
+    if (set.count == 0)
+      throw BadData("--data " + dir + ": the " +
+                    (split == data::Split::Train ? "training" : "test") + " set is empty");
+    return set;
+  }
+  if (data::holds_cifar(dir, data::CifarVersion::Cifar100))
+    throw BadData("--data " + dir +
+                  " holds CIFAR-100 (train.bin, test.bin): its 100 or 20 classes are more than "
+                  "the 10 weft train's models classify; accepted: CIFAR-10 or MNIST-format sets");
   data::IdxOptions options;
   options.limit = limit;
   options.spatial_dims = holds_volumes(dir, split) ? 3 : 2;
@@ -51,11 +66,13 @@ data::ImageSet read_split(const std::string& dir, data::Split split, std::int64_
 }
 
 std::string stored_size_text(const train::ExampleShape& e) {
-  return fmt::format("{}{}x{}", e.depth > 1 ? std::to_string(e.depth) + "x" : "", e.rows, e.cols);
+  return fmt::format("{}{}{}x{}", e.channels != 1 ? std::to_string(e.channels) + "x" : "",
+                     e.depth > 1 ? std::to_string(e.depth) + "x" : "", e.rows, e.cols);
 }
 
 bool same_size(const train::ExampleShape& e, const data::ImageSet& set) {
-  return e.rows == set.rows && e.cols == set.cols && e.depth == set.depth;
+  return e.rows == set.rows && e.cols == set.cols && e.depth == set.depth &&
+         e.channels == set.channels;
 }
 
 }  // namespace
@@ -103,7 +120,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     if (size_text(test_raw) != size_text(train_raw))
       throw BadData(fmt::format("wrong image size: test images are {}, training images {}",
                                 size_text(test_raw), size_text(train_raw)));
-    check_model_data(c.model.kind, train_raw.spatial_dims, c.data_dir);
+    check_model_data(c.model.kind, train_raw.spatial_dims, train_raw.channels, c.data_dir);
     if (stored && !same_size(stored->example, train_raw))
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
                                 size_text(train_raw), c.resume_dir,
@@ -178,8 +195,9 @@ std::vector<std::int64_t> training_example_shape(const TrainConfig& c) {
     return {1, n, n, n};
   }
   const data::ImageSet one = read_split(c.data_dir, data::Split::Train, 1);
-  return one.spatial_dims == 3 ? std::vector<std::int64_t>{1, one.depth, one.rows, one.cols}
-                               : std::vector<std::int64_t>{1, one.rows, one.cols};
+  return one.spatial_dims == 3
+             ? std::vector<std::int64_t>{one.channels, one.depth, one.rows, one.cols}
+             : std::vector<std::int64_t>{one.channels, one.rows, one.cols};
 }
 
 }  // namespace weft::cli

@@ -43,6 +43,11 @@ nn::Network image_resnet(const ImageResNetSpec& spec) {
   positive(spec.width, "width");
   positive(spec.hidden, "hidden");
   positive(spec.classes, "classes");
+  positive(spec.in_channels, "in_channels");
+  if (spec.open == OpenLayer::Copy && spec.in_channels != 1)
+    throw InvalidOption("ImageResNet", "open",
+                        "copy repeats one channel; the images have " +
+                            std::to_string(spec.in_channels) + "; accepted with them: conv");
   if (!(spec.t_final > 0) || !std::isfinite(spec.t_final))
     throw InvalidOption("ImageResNet", "t_final",
                         number_text(spec.t_final) + " is invalid; accepted: a finite number > 0");
@@ -58,9 +63,10 @@ nn::Network image_resnet(const ImageResNetSpec& spec) {
                                  torch::nn::ReLU());
   };
   if (spec.open == OpenLayer::Conv) {
-    net.open = [c, seed]() -> nn::Layer {
+    const int in = static_cast<int>(spec.in_channels);
+    net.open = [c, in, seed]() -> nn::Layer {
       detail::SeedScope scope(seed ^ kOpenTag);
-      return torch::nn::Sequential(conv3x3(1, c), torch::nn::ReLU());
+      return torch::nn::Sequential(conv3x3(in, c), torch::nn::ReLU());
     };
   } else {
     net.open = [c]() -> nn::Layer {

@@ -59,6 +59,8 @@ nn::Network stages_net(const StagesNetSpec& spec) {
   check(spec.dropout >= 0 && spec.dropout < 1, "dropout",
         number_text(spec.dropout) + " is invalid; accepted: a rate in [0, 1)");
   check(spec.classes >= 1, "classes", "is " + std::to_string(spec.classes) + "; need at least 1");
+  check(spec.in_channels >= 1 && spec.in_channels <= 4096, "in_channels",
+        std::to_string(spec.in_channels) + " is invalid; accepted: 1..4096");
   check(spec.dims == 2 || spec.dims == 3, "dims",
         std::to_string(spec.dims) + " is invalid; accepted: 2 (images) or 3 (volumes)");
   const int dims = spec.dims;
@@ -107,10 +109,11 @@ nn::Network stages_net(const StagesNetSpec& spec) {
     net.stages.push_back(st);
   }
   const std::int64_t c0 = spec.channels.front(), last = spec.channels.back();
-  net.open = [c0, bn, seed, dims]() -> nn::Layer {
+  const std::int64_t in = spec.in_channels;
+  net.open = [c0, in, bn, seed, dims]() -> nn::Layer {
     detail::SeedScope scope(seed ^ kOpenTag);
     torch::nn::Sequential open;
-    conv3x3(open, dims, 1, c0, 1, !bn);
+    conv3x3(open, dims, in, c0, 1, !bn);
     if (bn) batch_norm(open, dims, c0);
     open->push_back(torch::nn::ReLU());
     return open;

@@ -46,6 +46,7 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
     info.example.cols = image.at("cols").get<std::int64_t>();
     info.example.volume = image.contains("depth");
     info.example.depth = image.value("depth", std::int64_t{1});
+    info.example.channels = image.value("channels", std::int64_t{1});  // older: one channel
     info.epoch = meta.at("epoch").get<int>();
     info.normalization.mean = meta.at("normalization").at("mean").get<double>();
     info.normalization.std = meta.at("normalization").at("std").get<double>();

@@ -29,8 +29,9 @@ std::shared_ptr<TensorSource> TensorSource::from_images(const data::ImageSet& se
       data::to_float(set, static_cast<float>(norm.mean), static_cast<float>(norm.std));
   std::vector<std::int64_t> labels = data::labels_as_int64(set);
   const std::vector<std::int64_t> shape =
-      set.spatial_dims == 3 ? std::vector<std::int64_t>{set.count, 1, set.depth, set.rows, set.cols}
-                            : std::vector<std::int64_t>{set.count, 1, set.rows, set.cols};
+      set.spatial_dims == 3
+          ? std::vector<std::int64_t>{set.count, set.channels, set.depth, set.rows, set.cols}
+          : std::vector<std::int64_t>{set.count, set.channels, set.rows, set.cols};
   return std::make_shared<TensorSource>(
       torch::from_blob(pixels.data(), shape, torch::kFloat32).clone(),
       torch::from_blob(labels.data(), {set.count}, torch::kInt64).clone(), norm);
@@ -75,6 +76,7 @@ ExampleShape example_shape_of(const DataSource& source) {
   e.cols = shape.back();
   e.volume = shape.size() == 4;
   if (e.volume) e.depth = shape[1];
+  e.channels = shape.front();
   return e;
 }
 

@@ -60,6 +60,7 @@ ModelConfig model_from_json(const json& j) {
 json example_json(const ExampleShape& e) {
   json j = {{"rows", e.rows}, {"cols", e.cols}};
   if (e.volume) j["depth"] = e.depth;
+  if (e.channels != 1) j["channels"] = e.channels;
   return j;
 }
 

@@ -46,7 +46,7 @@ constexpr std::int64_t kResNetHidden = 32;  // ImageResNetSpec::hidden
 ParameterCount resnet_parameters(const ModelConfig& m, const Shape& shape, std::int64_t classes) {
   const std::int64_t c = m.channels, conv = 9 * c * c + c;
   ParameterCount p;
-  if (m.open == "conv") p.open = 9 * c + c;
+  if (m.open == "conv") p.open = 9 * shape.front() * c + c;
   p.chain = m.steps * 2 * conv;
   const std::int64_t features = c * product(shape.end() - 2, shape.end());
   p.close = features * kResNetHidden + kResNetHidden + kResNetHidden * classes + classes;

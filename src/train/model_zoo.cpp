@@ -19,6 +19,7 @@ nn::Network resnet(const ModelConfig& m, const Shape& shape) {
   spec.steps = m.steps;
   spec.t_final = m.t_final;
   spec.open = models::parse_open_layer(m.open);
+  spec.in_channels = shape.front();
   spec.height = shape[shape.size() - 2];
   spec.width = shape.back();
   spec.seed = m.seed;
@@ -29,6 +30,7 @@ nn::Network stages(const ModelConfig& m, const Shape& shape) {
   models::StagesNetSpec spec;
   spec.dims = static_cast<int>(shape.size()) - 1;
   if (spec.dims == 3) spec.depth = shape[shape.size() - 3];
+  spec.in_channels = shape.front();
   spec.channels = m.stage_channels;
   spec.steps = m.stage_steps;
   spec.t_final = m.t_final;
@@ -75,6 +77,11 @@ models::SequenceClassifierSpec sequence_classifier_spec(const ModelConfig& m,
   if (!is_recurrent(m))
     throw InvalidOption("ModelConfig", "kind",
                         "'" + m.kind + "' is not a recurrent model; accepted: gru, lstm");
+  if (shape.front() != 1)
+    throw InvalidOption(
+        "ModelConfig", "kind",
+        "'" + m.kind + "' reads one-channel images as sequences; the examples have " +
+            std::to_string(shape.front()) + " channels; accepted with them: resnet, stages");
   models::SequenceClassifierSpec spec;
   spec.cell = model_kind(m).cell == "gru" ? nn::CellKind::GRU : nn::CellKind::LSTM;
   spec.order = models::parse_sequence_order(m.sequence);

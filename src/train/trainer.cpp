@@ -54,7 +54,8 @@ std::optional<double> mean(const std::vector<double>& v) {
 }
 
 std::string shape_text(const ExampleShape& e) {
-  return (e.volume ? std::to_string(e.depth) + "x" : std::string()) + std::to_string(e.rows) + "x" +
+  return (e.channels != 1 ? std::to_string(e.channels) + "x" : std::string()) +
+         (e.volume ? std::to_string(e.depth) + "x" : std::string()) + std::to_string(e.rows) + "x" +
          std::to_string(e.cols);
 }
 
@@ -113,7 +114,7 @@ void check_checkpoint_fits(const std::string& dir, const CheckpointInfo& info,
                            const DataSource& data, bool custom) {
   const ExampleShape stored = info.example, given = example_shape_of(data);
   if (stored.rows != given.rows || stored.cols != given.cols || stored.depth != given.depth ||
-      stored.volume != given.volume)
+      stored.volume != given.volume || stored.channels != given.channels)
     throw BadData(fmt::format("examples of size {}: the model of checkpoint {} takes {}",
                               shape_text(given), dir, shape_text(stored)));
   if (custom && !is_custom(info.model))

@@ -13,15 +13,17 @@ namespace weft::data {
 
 /// Images and their labels, in file order. Pixel i of image n is pixels[n*rows*cols + i]
 /// (row-major); for volumes voxel i of volume n is pixels[n*depth*rows*cols + i] (depth
-/// slowest). `labels` is empty when only images were read.
+/// slowest); with several channels (CIFAR) each image is [channels, rows, cols]. `labels` is empty
+/// when only images were read.
 struct ImageSet {
   std::int64_t count = 0;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  std::int64_t depth = 1;  ///< slices of a volume; 1 for 2-D images
-  int spatial_dims = 2;    ///< 2: images (idx3 files), 3: volumes (idx4 files)
-  /// Values per image: depth * rows * cols.
-  std::int64_t image_size() const { return depth * rows * cols; }
+  std::int64_t depth = 1;     ///< slices of a volume; 1 for 2-D images
+  std::int64_t channels = 1;  ///< colour channels (3 for CIFAR's RGB), slowest within an image
+  int spatial_dims = 2;       ///< 2: images (idx3 files), 3: volumes (idx4 files)
+  /// Values per image: channels * depth * rows * cols.
+  std::int64_t image_size() const { return channels * depth * rows * cols; }
   std::vector<std::uint8_t> pixels;
   std::vector<std::uint8_t> labels;
 };

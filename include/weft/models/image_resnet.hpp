@@ -18,6 +18,7 @@ std::string to_string(OpenLayer open);
 
 struct ImageResNetSpec {
   int channels = 4;
+  std::int64_t in_channels = 1;  ///< of the images (3 for RGB); the copy open layer needs 1
   std::int64_t steps = 8;
   double t_final = 1.0;
   OpenLayer open = OpenLayer::Conv;

@@ -21,9 +21,10 @@ struct StagesNetSpec {
   std::vector<std::int64_t> steps{2, 2, 2};       ///< N_s per stage
   double t_final = 1.0;                           ///< per stage
   bool batchnorm = true;
-  double dropout = 0.0;    ///< in [0, 1)
-  int dims = 2;            ///< spatial dimensions: 2 (images) or 3 (volumes)
-  std::int64_t depth = 1;  ///< volumes only
+  double dropout = 0.0;          ///< in [0, 1)
+  int dims = 2;                  ///< spatial dimensions: 2 (images) or 3 (volumes)
+  std::int64_t depth = 1;        ///< volumes only
+  std::int64_t in_channels = 1;  ///< of the images (3 for RGB)
   std::int64_t height = 28;
   std::int64_t width = 28;
   int classes = 10;

@@ -17,8 +17,9 @@ struct Normalization {
 /// The shape of one example: rows x cols images, or depth x rows x cols volumes.
 struct ExampleShape {
   std::int64_t rows = 0, cols = 0;
-  std::int64_t depth = 1;  ///< 1 for images
-  bool volume = false;     ///< depth x rows x cols (3-D models)
+  std::int64_t depth = 1;     ///< 1 for images
+  std::int64_t channels = 1;  ///< colour channels (3 for CIFAR's RGB)
+  bool volume = false;        ///< depth x rows x cols (3-D models)
 };
 
 struct CheckpointInfo {
