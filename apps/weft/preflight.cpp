@@ -63,8 +63,14 @@ void check_memory(const TrainConfig& c, const data::ImageSet& train, const data:
         bytes_text(e.parameters), bytes_text(e.states), bytes_text(e.data), bytes_text(have)));
 }
 
-void check_model_data(const std::string& model, int spatial_dims, std::int64_t channels,
+void check_model_data(const ModelConfig& config, int spatial_dims, std::int64_t channels,
                       const std::string& data_dir) {
+  const std::string& model = config.kind;
+  if (channels != 1 && train::model_kind(model).has_field("open") && config.open == "copy")
+    throw InvalidOption(fmt::format(
+        "option --open: 'copy' repeats one channel, but --data {} holds {}-channel images; "
+        "accepted with this data: conv",
+        data_dir, channels));
   if (channels != 1 && train::model_kind(model).recurrent())
     throw InvalidOption(
         fmt::format("option --model: '{}' reads one-channel images as sequences, but --data {} "

@@ -16,7 +16,7 @@ void check_memory(const TrainConfig& c, const data::ImageSet& train, const data:
 
 /// Throws weft::InvalidOption (exit 2) naming --model and --data when the model does not take
 /// the data's kind: conv3d takes volumes (spatial_dims 3), resnet and stages take images.
-void check_model_data(const std::string& model, int spatial_dims, std::int64_t channels,
+void check_model_data(const ModelConfig& model, int spatial_dims, std::int64_t channels,
                       const std::string& data_dir);
 
 /// With --resume: throws weft::InvalidOption for a flag in `c.given` whose value differs from

@@ -120,7 +120,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     if (size_text(test_raw) != size_text(train_raw))
       throw BadData(fmt::format("wrong image size: test images are {}, training images {}",
                                 size_text(test_raw), size_text(train_raw)));
-    check_model_data(c.model.kind, train_raw.spatial_dims, train_raw.channels, c.data_dir);
+    check_model_data(c.model, train_raw.spatial_dims, train_raw.channels, c.data_dir);
     if (stored && !same_size(stored->example, train_raw))
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
                                 size_text(train_raw), c.resume_dir,

@@ -69,7 +69,7 @@ TEST(CifarTrain, DataTheModelsCannotTakeIsOneLineNamingTheProblem) {
     EXPECT_NE(lines[0].find(says), std::string::npos) << lines[0];
   };
   one_line("--model gru --data " + c10.string(), 2, "reads one-channel images");
-  one_line("--open copy --data " + c10.string(), 2, "copy");
+  one_line("--open copy --data " + c10.string(), 2, "option --open: 'copy' repeats one channel");
   const fs::path c100 = generated(dir, "cifar100", "--classes 5 --per-class 2 --test-per-class 1");
   one_line("--data " + c100.string(), 1, "CIFAR-100");
   // A test file cut short inside a record: named, with the record size.
