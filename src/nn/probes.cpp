@@ -87,6 +87,19 @@ double ChainProbe::step_size(std::int64_t n) const {
 }
 
 namespace {
+/// InvalidOption unless 0 <= a < b <= layers.
+void check_step(std::int64_t a, std::int64_t b, std::int64_t layers) {
+  if (a < 0 || b <= a || b > layers)
+    throw InvalidOption("ChainProbe", "step",
+                        "from point " + std::to_string(a) + " to " + std::to_string(b) +
+                            " is invalid; accepted: 0 <= a < b <= " + std::to_string(layers));
+}
+/// A graph holder that was moved from gets a fresh graph.
+detail::Graph& graph_of(std::unique_ptr<detail::Graph>& g) {
+  if (!g) g = std::make_unique<detail::Graph>();
+  return *g;
+}
+
 /// The evaluator as a batch of the module would set it up: its random streams, no counting.
 detail::LayerEvaluator& ready(detail::Core& c) {
   c.evaluator.begin_batch(c.opts.seed(), c.batch_index, c.owner.is_training());
@@ -106,12 +119,14 @@ std::vector<torch::Tensor> ChainProbe::states(const torch::Tensor& input) {
 }
 
 torch::Tensor ChainProbe::step(std::int64_t a, std::int64_t b, const torch::Tensor& x, int depth) {
+  check_step(a, b, layers());
   return ready(core()).step(a, b, x, false, depth);
 }
 
 torch::Tensor ChainProbe::record(std::int64_t n, const torch::Tensor& x, StepGraph& graph) {
+  check_step(n, n + 1, layers());
   detail::LayerEvaluator& e = ready(core());
-  const torch::Tensor y = e.record(n, x, false, *graph.graph_);
+  const torch::Tensor y = e.record(n, x, false, graph_of(graph.graph_));
   torch::NoGradGuard no_grad;
   return e.step_from(n, x, y.detach());
 }
@@ -119,14 +134,15 @@ torch::Tensor ChainProbe::record(std::int64_t n, const torch::Tensor& x, StepGra
 torch::Tensor ChainProbe::vjp(std::int64_t a, std::int64_t b, const torch::Tensor& x_a,
                               const torch::Tensor& lambda, StepGraph& graph, bool retain_graph,
                               std::vector<torch::Tensor>* param_grads, int depth) {
+  check_step(a, b, layers());
   detail::Core& c = core();
   detail::LayerEvaluator& e = ready(c);
   std::vector<torch::Tensor> params;
   if (param_grads) params = c.bank.layer_params()[static_cast<size_t>(a)];
   bool built = false;
-  torch::Tensor out = e.vjp(a, b, x_a, lambda, *graph.graph_, retain_graph,
+  torch::Tensor out = e.vjp(a, b, x_a, lambda, graph_of(graph.graph_), retain_graph,
                             param_grads ? &params : nullptr, param_grads, &built, depth);
-  if (!retain_graph) *graph.graph_ = detail::Graph();
+  if (!retain_graph) graph_of(graph.graph_) = detail::Graph();
   return out;
 }
 

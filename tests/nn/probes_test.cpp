@@ -132,6 +132,15 @@ TEST_F(ChainProbeTest, AdjointStepsAreTheVectorJacobianProductsOfTheSteps) {
   EXPECT_LT(max_diff(probe.vjp(1, 6, x[1], lambda, unused, false), expected), 1e-12);
 }
 
+TEST_F(ChainProbeTest, StepsOutsideTheChainAreInvalidOptions) {
+  const std::vector<Tensor> x = probe.states(input);
+  EXPECT_THROW(probe.step(3, 3, x[3]), weft::InvalidOption);
+  EXPECT_THROW(probe.step(0, 8, x[0]), weft::InvalidOption);
+  StepGraph g;
+  EXPECT_THROW(probe.record(7, x[7], g), weft::InvalidOption);
+  EXPECT_THROW(probe.vjp(-1, 0, x[0], x[0], g, false), weft::InvalidOption);
+}
+
 TEST(ChainProbe, NeedsEveryLayerOnItsRank) {
   if (weft::test::world_size() < 2) GTEST_SKIP() << "one rank holds every layer";
   EXPECT_THROW(ChainProbe(LayerParallel(MPI_COMM_WORLD, two_stages())), weft::InvalidOption);

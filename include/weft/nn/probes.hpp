@@ -118,8 +118,9 @@ class ChainProbe {
   torch::Tensor record(std::int64_t n, const torch::Tensor& x, StepGraph& graph);
   /// The adjoint step from point b back to a at the forward state x_a: (dΦ/dx)ᵀ λ. A fine step
   /// reuses `graph` (recorded here when empty; kept with `retain_graph`); with `param_grads`
-  /// it also gives layer a's parameter gradients (dΦ/dθ)ᵀ λ, for the parameters that required
-  /// gradients when the probe was built.
+  /// a fine step also gives layer a's parameter gradients (dΦ/dθ)ᵀ λ, for the parameters that
+  /// required gradients when the probe was built. Steps need 0 <= a < b <= layers()
+  /// (weft::InvalidOption otherwise).
   torch::Tensor vjp(std::int64_t a, std::int64_t b, const torch::Tensor& x_a,
                     const torch::Tensor& lambda, StepGraph& graph, bool retain_graph,
                     std::vector<torch::Tensor>* param_grads = nullptr, int depth = 0);
