@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core.hpp"
+#include "solve_function.hpp"
 #include "tensor_tuple.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
@@ -63,44 +64,41 @@ Core::Core(torch::nn::Module& owner_module, MPI_Comm layer_comm, MPI_Comm data_c
   solve.configure(opts);
 }
 
-/// Inputs: x_0 (input rank; a zero-size placeholder elsewhere), an anchor that requires grad
-/// (so every rank's output is part of a graph and backward reaches this node everywhere), the
-/// local trainable parameters, and the core. Output: x_N (output rank; a 0-dim placeholder
-/// elsewhere). Backward: the adjoint solve; the gradient of x_0 and of every local parameter.
-struct LayerParallelFunction : public torch::autograd::Function<LayerParallelFunction> {
-  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x0,
-                        const Tensor& anchor, at::TensorList params, Core* core) {
-    (void)anchor;
-    ctx->saved_data["core"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(core));
-    ctx->saved_data["x0_grad"] = x0.requires_grad();
-    ctx->saved_data["params"] = static_cast<std::int64_t>(params.size());
-    ctx->saved_data["generation"] = core->generation;
-    Core& c = *core;
-    Tensor xN = c.solve.forward(x0, c.opts.cache_graphs(), true);
-    if (c.rank == c.ranks - 1) return xN;
-    return torch::zeros(
-        {}, torch::TensorOptions().dtype(c.solve.shapes().dtype).device(c.bank.device()));
+/// The chain's autograd node. Inputs: x_0 (input rank; a zero-size placeholder elsewhere), an
+/// anchor that requires grad (so every rank's output is part of a graph and backward reaches this
+/// node everywhere) and the local trainable parameters. Output: x_N (output rank; a 0-dim
+/// placeholder elsewhere). Backward: the adjoint solve; the gradient of x_0 and of every local
+/// parameter.
+struct ChainNode {
+  using Core = detail::Core;
+  static constexpr const char* owner = "layer-parallel";
+  static constexpr const char* advice =
+      "call backward once per forward, before the next forward, set_options() or to()";
+  static std::int64_t generation(const Core& c) { return c.generation; }
+  static MPI_Comm comm(const Core& c) { return c.comm.get(); }
+
+  static torch::autograd::variable_list forward(Core& c, at::TensorList inputs) {
+    Tensor xN = c.solve.forward(inputs[0], c.opts.cache_graphs(), true);
+    if (c.rank == c.ranks - 1) return {xN};
+    return {torch::zeros(
+        {}, torch::TensorOptions().dtype(c.solve.shapes().dtype).device(c.bank.device()))};
   }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_out) {
-    auto* core =
-        reinterpret_cast<Core*>(static_cast<std::intptr_t>(ctx->saved_data["core"].toInt()));
-    check_generation(ctx->saved_data["generation"].toInt(), core->generation, "layer-parallel",
-                     core->comm.get(),
-                     "call backward once per forward, before the next forward, set_options() "
-                     "or to()");
-    if (!core->solve.ready())
-      throw InvalidOption("layer-parallel backward (" + mpi::where(core->comm.get()) +
+  static torch::autograd::variable_list backward(Core& c,
+                                                 const torch::autograd::variable_list& grad_out,
+                                                 const std::vector<std::int64_t>& wanted) {
+    Core* core = &c;
+    if (!c.solve.ready())
+      throw InvalidOption("layer-parallel backward (" + mpi::where(c.comm.get()) +
                           "): the solvers were rebuilt since the forward pass");
-    const auto n_params = static_cast<size_t>(ctx->saved_data["params"].toInt());
+    const std::size_t n_params = wanted.size() - 2;
     const double t = now();
-    std::vector<Tensor> grads = core->solve.backward(grad_out.at(0));
-    core->stats.backward.seconds = now() - t;
+    std::vector<Tensor> grads = c.solve.backward(grad_out.at(0));
+    c.stats.backward.seconds = now() - t;
     if (grads.size() != 1 + n_params)
-      throw MpiError("layer-parallel backward (" + mpi::where(core->comm.get()) +
+      throw MpiError("layer-parallel backward (" + mpi::where(c.comm.get()) +
                      "): the trainable parameters changed between forward and backward");
-    if (core->sync.active()) {
+    if (c.sync.active()) {
       // The open and close layers' gradients are complete only when the whole backward is.
       torch::autograd::Engine::get_default_engine().queue_callback([core] {
         std::vector<Tensor> ends;
@@ -112,14 +110,14 @@ struct LayerParallelFunction : public torch::autograd::Function<LayerParallelFun
       });
     }
     torch::autograd::variable_list result;
-    result.reserve(n_params + 3);
-    result.push_back(ctx->saved_data["x0_grad"].toBool() ? grads[0] : Tensor());
+    result.reserve(n_params + 2);
+    result.push_back(grads[0]);
     result.emplace_back();  // anchor
     for (size_t p = 0; p < n_params; ++p) result.push_back(grads[p + 1]);
-    result.emplace_back();  // core
     return result;
   }
 };
+using LayerParallelFunction = SolveFunction<ChainNode>;
 
 }  // namespace detail
 
@@ -205,7 +203,10 @@ torch::Tensor LayerParallelImpl::forward(const torch::Tensor& input) {
   const torch::Tensor anchor = torch::zeros({}, torch::TensorOptions().requires_grad(true));
   torch::Tensor xN;
   if (torch::GradMode::is_enabled()) {
-    xN = detail::LayerParallelFunction::apply(x0, anchor, at::TensorList(c.bank.trainable()), &c);
+    std::vector<torch::Tensor> inputs{x0, anchor};
+    const std::vector<torch::Tensor>& trainable = c.bank.trainable();
+    inputs.insert(inputs.end(), trainable.begin(), trainable.end());
+    xN = detail::LayerParallelFunction::apply(at::TensorList(inputs), &c)[0];
   } else {
     xN = c.solve.forward(x0, false, false);
     if (!owns_output())

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "recurrent_solve.hpp"
+#include "solve_function.hpp"
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
@@ -97,22 +98,24 @@ TensorTuple tuple_of(CellKind kind, const Tensor& h, const Tensor& c) {
 }
 }  // namespace
 
-/// Inputs: x [T, B, F], h0, c0 (a 0-element tensor for GRU), the parameters, the core.
-/// Outputs: the output sequence (a 0-element tensor unless asked), h_n, c_n (0 elements for
-/// GRU). Backward: the adjoint solve.
-struct RecurrentFunction : public torch::autograd::Function<RecurrentFunction> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
-                                                const Tensor& x, const Tensor& h0, const Tensor& c0,
-                                                at::TensorList params, RecurrentCore* core) {
-    RecurrentCore& c = *core;
+/// The sequence's autograd node. Inputs: x [T, B, F], h0, c0 (a 0-element tensor for GRU), the
+/// parameters. Outputs: the output sequence (a 0-element tensor unless asked), h_n, c_n
+/// (0 elements for GRU). Backward: the adjoint solve.
+struct SequenceNode {
+  using Core = RecurrentCore;
+  static constexpr const char* owner = "recurrent network";
+  static constexpr const char* advice = "call backward once per forward, before the next forward";
+  static std::int64_t generation(const Core& c) { return c.generation; }
+  static MPI_Comm comm(const Core& c) { return c.comm(); }
+
+  static torch::autograd::variable_list forward(Core& c, at::TensorList inputs) {
+    const Tensor& x = inputs[0];
     const CellKind kind = c.options.cell();
-    ctx->saved_data["core"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(core));
-    ctx->saved_data["generation"] = c.generation;
-    ctx->saved_data["x_grad"] = x.requires_grad();
-    ctx->saved_data["params"] = static_cast<std::int64_t>(params.size());
+    const std::vector<Tensor> params(inputs.begin() + 3, inputs.end());
     RecurrentSolve::Forward f =
-        c.solve.forward(x, tuple_of(kind, h0, c0), params.vec(), c.options.output_sequence(),
-                        c.needs_backward, x.requires_grad(), c.distributed);
+        c.solve.forward(x, tuple_of(kind, inputs[1], inputs[2]), params,
+                        c.options.output_sequence(), c.needs_backward, x.requires_grad(),
+                        c.distributed);
     const std::int64_t L = c.options.num_layers();
     std::vector<Tensor> h, cs;
     for (std::int64_t k = 0; k < L; ++k) {
@@ -125,20 +128,14 @@ struct RecurrentFunction : public torch::autograd::Function<RecurrentFunction> {
             cs.empty() ? none : torch::stack(cs)};
   }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_out) {
-    auto* core = reinterpret_cast<RecurrentCore*>(
-        static_cast<std::intptr_t>(ctx->saved_data["core"].toInt()));
-    RecurrentCore& c = *core;
-    check_generation(ctx->saved_data["generation"].toInt(), c.generation, "recurrent network",
-                     c.comm(), "call backward once per forward, before the next forward");
+  static torch::autograd::variable_list backward(Core& c,
+                                                 const torch::autograd::variable_list& grad_out,
+                                                 const std::vector<std::int64_t>& wanted) {
     const CellKind kind = c.options.cell();
-    const bool x_grad = ctx->saved_data["x_grad"].toBool();
+    const bool x_grad = wanted.at(0) != 0;
     const Tensor& d_output = grad_out.at(0);
-    const Tensor& d_h = grad_out.at(1);
-    const Tensor& d_c = grad_out.at(2);
     RecurrentSolve::Backward b = c.solve.backward(
-        tuple_of(kind, d_h, d_c),
+        tuple_of(kind, grad_out.at(1), grad_out.at(2)),
         c.options.output_sequence() && d_output.numel() > 0 ? d_output : Tensor(), x_grad);
     std::vector<Tensor> dh, dc;
     for (std::int64_t k = 0; k < c.options.num_layers(); ++k) {
@@ -151,10 +148,10 @@ struct RecurrentFunction : public torch::autograd::Function<RecurrentFunction> {
     result.push_back(torch::stack(dh));
     result.push_back(dc.empty() ? Tensor() : torch::stack(dc));
     for (Tensor& g : b.params) result.push_back(std::move(g));
-    result.emplace_back();  // core
     return result;
   }
 };
+using RecurrentFunction = SolveFunction<SequenceNode>;
 
 }  // namespace detail
 
@@ -277,7 +274,9 @@ RecurrentOutput RecurrentImpl::run(const torch::Tensor& input, const torch::Tens
   // The parameters in the input's dtype (double tests, float training) keep their graph.
   std::vector<torch::Tensor> params;
   for (const auto& p : c.params) params.push_back(p.to(input.scalar_type()));
-  auto out = detail::RecurrentFunction::apply(input, h, cs, at::TensorList(params), &c);
+  std::vector<torch::Tensor> inputs{input, h, cs};
+  inputs.insert(inputs.end(), params.begin(), params.end());
+  auto out = detail::RecurrentFunction::apply(at::TensorList(inputs), &c);
   RecurrentOutput result;
   result.output = out[0];
   result.h_n = out[1];
