@@ -17,7 +17,7 @@ include(CMakePackageConfigHelpers)
 set(WEFT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/weft
     CACHE STRING "Where weftConfig.cmake is installed, relative to the prefix")
 
-set(weft_exported weft_util weft_mgrit weft_problems weft_data weft_report)
+set(weft_exported weft_util weft_mgrit weft_problems weft_catalogue weft_data weft_report)
 if(WEFT_WITH_TORCH)
   list(APPEND weft_exported weft_nn_options weft_nn weft_models weft_train_options weft_train)
 endif()

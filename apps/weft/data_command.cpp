@@ -1,7 +1,6 @@
 #include "data_command.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -15,6 +14,7 @@
 #include "weft/data/cifar.hpp"
 #include "weft/data/idx.hpp"
 #include "weft/data/shapes3d.hpp"
+#include "weft/data/shapes3d_cache.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -24,7 +24,10 @@ namespace {
 namespace fs = std::filesystem;
 
 struct DataArgs {
-  std::string set, out, train = "4000", test = "1000", size = "32", seed = "1";
+  const data::Shapes3dSpec defaults;
+  std::string set, out, train = std::to_string(defaults.train),
+                        test = std::to_string(defaults.test), size = std::to_string(defaults.size),
+                        seed = std::to_string(defaults.seed);
   std::string classes, per_class = "100", test_per_class = "20";  // cifar10 / cifar100
 };
 
@@ -57,51 +60,6 @@ int run_cifar(const DataArgs& a, MPI_Comm comm) {
     std::fflush(stdout);
   });
   return kExitOk;
-}
-
-// The bump in the folder name retires caches written by an older generator.
-constexpr int kGeneratorVersion = 1;
-
-// Reads both splits through; throws weft::BadData naming the file when anything is off.
-void verify(const std::string& dir, std::int64_t train, std::int64_t test, std::int64_t size) {
-  for (const data::Split split : {data::Split::Train, data::Split::Test}) {
-    data::IdxOptions o;
-    o.spatial_dims = 3;
-    o.depth = o.rows = o.cols = size;
-    const auto d = fs::path(dir);
-    const data::ImageSet s = data::load_idx((d / data::images_file(split, 3)).string(),
-                                            (d / data::labels_file(split)).string(), o);
-    const std::int64_t want = split == data::Split::Train ? train : test;
-    if (s.count != want)
-      throw BadData(fmt::format("{}: holds {} samples, expected {}",
-                                (d / data::images_file(split, 3)).string(), s.count, want));
-  }
-}
-
-// Writes the set into DIR.tmp-PID, then renames it to DIR (replacing a damaged DIR).
-void generate_into(const std::string& dir, std::int64_t train, std::int64_t test, std::int64_t size,
-                   std::uint64_t seed) {
-  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  data::write_shapes3d(tmp, train, test, size, seed);
-  fs::remove_all(dir, ec);
-  fs::rename(tmp, dir, ec);
-  if (ec && !fs::is_directory(dir)) {  // another job may have put it in place meanwhile
-    fs::remove_all(tmp, ec);
-    throw BadData("cannot move the generated shapes3d set into " + dir + " (" + ec.message() + ")");
-  }
-  fs::remove_all(tmp, ec);
-}
-
-std::string cache_root() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return (fs::path(xdg) / "weft").string();
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return (fs::path(home) / ".cache" / "weft").string();
-  throw BadData(
-      "--data shapes3d: no cache folder (neither XDG_CACHE_HOME nor HOME is set); write the "
-      "set with 'weft data shapes3d --out DIR' and pass --data DIR");
 }
 
 int run_data(const DataArgs& a, MPI_Comm comm) {
@@ -139,44 +97,30 @@ int run_data(const DataArgs& a, MPI_Comm comm) {
 }  // namespace
 
 std::string shapes3d_cache(MPI_Comm comm) {
-  using D = Shapes3dDefaults;
+  const data::Shapes3dSpec spec;  // the defaults of `weft data shapes3d`
   std::string dir;
   mpi::collectively(comm, [&]() {
-    dir = (fs::path(cache_root()) / fmt::format("shapes3d-v{}-{}-{}-{}-seed{}", kGeneratorVersion,
-                                                D::size, D::train, D::test, D::seed))
-              .string();
+    const std::string root = data::default_cache_root();
+    if (root.empty())
+      throw BadData(
+          "--data shapes3d: no cache folder (neither XDG_CACHE_HOME nor HOME is set); write the "
+          "set with 'weft data shapes3d --out DIR' and pass --data DIR");
+    dir = data::shapes3d_cache_folder(root, spec);
     if (weft::mpi::rank(comm) != 0) return;
-    std::error_code ec;
-    if (fs::is_directory(dir, ec)) {
-      try {
-        verify(dir, D::train, D::test, D::size);
-        return;
-      } catch (const BadData& e) {
-        std::fprintf(stderr, "weft: the cached shapes3d set is damaged (%s); regenerating it\n",
-                     e.what());
-      }
-    } else {
-      std::printf("weft: generating the shapes3d set into %s (once)\n", dir.c_str());
-      std::fflush(stdout);
+    try {
+      data::ensure_shapes3d_cache(root, spec, [](const std::string& line, bool warning) {
+        std::fprintf(warning ? stderr : stdout, "weft: %s\n", line.c_str());
+        std::fflush(warning ? stderr : stdout);
+      });
+    } catch (const BadData& e) {
+      throw BadData(std::string("--data shapes3d: ") + e.what());
     }
-    fs::create_directories(fs::path(dir).parent_path(), ec);
-    if (ec)
-      throw BadData("--data shapes3d: cannot create the cache folder " +
-                    fs::path(dir).parent_path().string() + " (" + ec.message() + ")");
-    generate_into(dir, D::train, D::test, D::size, D::seed);
-    verify(dir, D::train, D::test, D::size);
   });
   return dir;
 }
 
 std::string data_folder(const std::string& data, MPI_Comm comm) {
   return data == kShapes3dName ? shapes3d_cache(comm) : data;
-}
-
-bool holds_volumes(const std::string& dir, data::Split split) {
-  std::error_code ec;
-  const std::string volumes = (fs::path(dir) / data::images_file(split, 3)).string();
-  return fs::is_regular_file(volumes, ec) || fs::is_regular_file(volumes + ".gz", ec);
 }
 
 std::string size_text(const data::ImageSet& s) {

@@ -15,30 +15,16 @@ namespace weft::cli {
 
 Subcommand add_data_command(CLI::App& weft);
 
-/// The set `--data shapes3d` names (the defaults of `weft data shapes3d`).
-struct Shapes3dDefaults {
-  static constexpr std::int64_t train = 4000;
-  static constexpr std::int64_t test = 1000;
-  static constexpr std::int64_t size = 32;
-  static constexpr std::uint64_t seed = 1;
-};
-
 /// The name `--data` takes for the cached default set.
 inline constexpr const char* kShapes3dName = "shapes3d";
 
-/// Collective over `comm`: the folder of the cached default set. Rank 0 reads it through (the
-/// IDX reader checks headers, sizes and the gzip checksums); when missing or damaged it is
-/// (re)generated into a temporary folder and renamed into place, so that an interrupted run
-/// leaves no half-written set. Throws weft::BadData when no cache folder can be found or
-/// written (then write the set with `weft data shapes3d --out DIR` and pass --data DIR).
+/// Collective over `comm`: the folder of the cached default set (weft/data/shapes3d_cache.hpp),
+/// made sound by rank 0. Throws weft::BadData when no cache folder can be found or written
+/// (then write the set with `weft data shapes3d --out DIR` and pass --data DIR).
 std::string shapes3d_cache(MPI_Comm comm);
 
 /// What `--data` names: the cache folder for "shapes3d" (collective), else the folder as given.
 std::string data_folder(const std::string& data, MPI_Comm comm);
-
-/// Whether `dir` holds volumes (an idx4 image file, as `weft data shapes3d` writes) for `split`
-/// rather than images (idx3).
-bool holds_volumes(const std::string& dir, data::Split split);
 
 /// "28x28" for images, "16x16x16" (depth x rows x cols) for volumes.
 std::string size_text(const data::ImageSet& set);

@@ -1,6 +1,7 @@
-// `weft mgrit`: parse (mgrit_settings), pick the problem from the registry (mgrit_problems),
-// run it (mgrit_run) and report (mgrit_report). Library errors name library options
-// ("Heat1DSpaceTime: nx ..."); here they become errors naming the flag ("option --nx: ...").
+// `weft mgrit`: parse (mgrit_settings), run the problem of the library's catalogue
+// (weft/mgrit/problems/catalogue.hpp) and report (mgrit_report). Library errors name library
+// options ("Heat1DSpaceTime: nx ..."); here they become errors naming the flag ("option --nx:
+// ...").
 #include "mgrit_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -8,27 +9,30 @@
 #include <string>
 #include <vector>
 
-#include "mgrit_problems.hpp"
+#include "mgrit_report.hpp"
 #include "mgrit_settings.hpp"
 #include "programs.hpp"
 #include "weft/util/error.hpp"
+#include "weft/util/mpi.hpp"
 
 namespace weft::cli {
 namespace {
 
+namespace pr = mgrit::problems;
+
 // The flag of `problem` (or a shared flag) that sets library option `option`, or "".
-std::string flag_of(const std::string& option, const ProblemEntry* problem) {
+std::string flag_of(const std::string& option, const pr::CatalogueEntry* problem) {
   if (option == "guess") return "--init";  // mgrit::problems::InitialGuess::parse
   if (problem)
-    for (const ProblemFlag& f : problem->flags)
-      if (option == f.library) return f.flag;
+    for (const pr::Parameter& p : problem->parameters)
+      if (option == p.name) return flag_of_parameter(p.name);
   return "";
 }
 
 // Runs `body`; a library InvalidOption about an option that a flag sets is rethrown naming the
 // flag, in the CLI's form "option --FLAG: DETAIL".
 template <class Body>
-auto in_flag_vocabulary(const ProblemEntry* problem, Body body) {
+auto in_flag_vocabulary(const pr::CatalogueEntry* problem, Body body) {
   try {
     return body();
   } catch (const InvalidOption& e) {
@@ -39,18 +43,30 @@ auto in_flag_vocabulary(const ProblemEntry* problem, Body body) {
 }
 
 int run_mgrit(const MgritArgs& args, MPI_Comm comm) {
-  const ProblemEntry* named =
-      args.given("--problem") ? find_mgrit_problem(args.text.at("--problem")) : nullptr;
-  const MgritSettings s = in_flag_vocabulary(named ? named : &mgrit_problems().front(),
+  const pr::CatalogueEntry* named =
+      args.given("--problem") ? pr::find_problem(args.text.at("--problem")) : nullptr;
+  const MgritSettings s = in_flag_vocabulary(named ? named : &pr::catalogue().front(),
                                              [&] { return resolve(args, comm); });
-  return in_flag_vocabulary(s.entry, [&] { return s.instance->run(s, comm); });
+  // World rank 0 prints and writes (with PETSc's space ranks, each time group has a rank 0).
+  const bool leader = mpi::rank(comm) == 0;
+  pr::RunSettings run = run_settings(s);
+  run.on_setup = [&](const Summary& setup) {
+    if (leader) print_header(s, setup);
+  };
+  const Summary sum = in_flag_vocabulary(s.entry, [&] { return s.instance->run(run, comm); });
+  if (leader) {
+    if (!s.output_path.empty()) write_csv(s, sum);
+    print_report(sum);
+    if (!s.json_path.empty()) write_json(s, sum);
+  }
+  return kExitOk;
 }
 
 }  // namespace
 
 Subcommand add_mgrit_command(CLI::App& weft) {
   std::string problems;
-  for (const ProblemEntry& e : mgrit_problems())
+  for (const pr::CatalogueEntry& e : pr::catalogue())
     problems += "\n  " + std::string(e.name) + ": " + e.summary;
   CLI::App* cmd = weft.add_subcommand(
       "mgrit",

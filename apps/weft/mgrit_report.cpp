@@ -6,9 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
-
-#include "mgrit_problems.hpp"
-#include "weft/util/mpi.hpp"
+#include <variant>
 
 namespace weft::cli {
 
@@ -25,11 +23,12 @@ std::string residual_text(const std::optional<double>& r) {
 }
 }  // namespace
 
-void print_header(const MgritSettings& s, const mgrit::Options& o, const Summary& sum) {
+void print_header(const MgritSettings& s, const Summary& sum) {
+  const mgrit::Options& o = sum.options;
   std::string out;
   auto line = [&](const std::string& text) { out += text + "\n"; };
   line(fmt::format("weft mgrit: {} on {} rank{}", s.problem, s.ranks, s.ranks == 1 ? "" : "s"));
-  line("  problem      " + s.instance->describe(s));
+  line("  problem      " + s.instance->describe());
   line(fmt::format("  time grid    [{}, {}], {} intervals, {}", number(s.t0), number(s.t1), s.nt,
                    s.reverse ? "reverse (t1 -> t0)" : "forward (t0 -> t1)"));
   line(fmt::format("  convention   {}, cycle {}, initial phase {}, initial guess {}",
@@ -107,7 +106,8 @@ json options_json(const MgritSettings& s, const mgrit::Options& o, int built_lev
   json j;
   j["problem"] = s.problem;
   j["integrator"] = s.integrator;
-  s.instance->add_json(j);
+  for (const auto& [name, value] : s.instance->parameters())
+    std::visit([&j, &name = name](const auto& v) { j[name] = v; }, value);
   j["gradient"] = s.gradient;
   j["t0"] = s.t0;
   j["t1"] = s.t1;
@@ -147,7 +147,8 @@ json options_json(const MgritSettings& s, const mgrit::Options& o, int built_lev
 
 }  // namespace
 
-void write_json(const MgritSettings& s, const mgrit::Options& o, const Summary& sum) {
+void write_json(const MgritSettings& s, const Summary& sum) {
+  const mgrit::Options& o = sum.options;
   json j;
   j["problem"] = s.problem;
   j["options"] = options_json(s, o, static_cast<int>(sum.intervals.size()));
@@ -182,82 +183,22 @@ void write_json(const MgritSettings& s, const mgrit::Options& o, const Summary& 
   if (!out) throw std::runtime_error("cannot write --json file '" + s.json_path + "'");
 }
 
-// Gathers every rank's observed fine points on rank 0 and writes them sorted by index.
-void write_csv(const MgritSettings& s, const std::map<index_t, Record>& observed, MPI_Comm comm,
-               int width) {
-  const int rank = mpi::rank(comm), ranks = mpi::size(comm);
-  const int row = 2 + width;  // index, t, values
-  std::vector<double> mine;
-  for (const auto& [index, rec] : observed) {
-    if (static_cast<int>(rec.values.size()) != width)
-      throw std::logic_error("observed state of " + std::to_string(rec.values.size()) +
-                             " values, expected " + std::to_string(width));
-    mine.push_back(static_cast<double>(index));
-    mine.push_back(rec.t);
-    mine.insert(mine.end(), rec.values.begin(), rec.values.end());
-  }
-  int count = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<size_t>(ranks)), displs(static_cast<size_t>(ranks));
-  mpi::check(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm), "MPI_Gather");
-  std::vector<double> all;
-  if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < ranks; ++r) {
-      displs[static_cast<size_t>(r)] = total;
-      total += counts[static_cast<size_t>(r)];
-    }
-    all.resize(static_cast<size_t>(total));
-  }
-  mpi::check(MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(),
-                         MPI_DOUBLE, 0, comm),
-             "MPI_Gatherv (solution)");
-  if (rank != 0) return;
-  std::map<index_t, std::size_t> rows;  // index -> offset in `all`
-  for (std::size_t off = 0; off < all.size(); off += static_cast<size_t>(row))
-    rows[static_cast<index_t>(all[off])] = off;
-  if (static_cast<index_t>(rows.size()) != s.nt + 1)
-    throw std::logic_error("observed " + std::to_string(rows.size()) + " fine points, expected " +
-                           std::to_string(s.nt + 1));
+void write_csv(const MgritSettings& s, const Summary& sum) {
   std::ofstream out(s.output_path, std::ios::trunc);
   out << "t";
-  if (width == 1) {
+  if (sum.width == 1) {
     out << ",u";
   } else {
-    for (int i = 1; i <= width; ++i) out << ",u_" << i;
+    for (int i = 1; i <= sum.width; ++i) out << ",u_" << i;
   }
   out << "\n";
-  for (const auto& [index, off] : rows) {
-    out << fmt::format("{:.17g}", all[off + 1]);
-    for (int i = 0; i < width; ++i)
-      out << fmt::format(",{:.17g}", all[off + 2 + static_cast<size_t>(i)]);
+  for (const auto& [index, point] : sum.solution) {
+    out << fmt::format("{:.17g}", point.t);
+    for (double v : point.values) out << fmt::format(",{:.17g}", v);
     out << "\n";
   }
   out.close();
   if (!out) throw std::runtime_error("cannot write --output file '" + s.output_path + "'");
 }
-void collect_statistics(const mgrit::Statistics& st, MPI_Comm comm, Summary& sum) {
-  double local[5] = {st.setup_seconds, st.solve_seconds, st.step_seconds, st.comm_seconds,
-                     st.other_seconds()};
-  double global[5] = {};
-  mpi::check(MPI_Reduce(local, global, 5, MPI_DOUBLE, MPI_MAX, 0, comm), "MPI_Reduce (timings)");
-  sum.setup = global[0];
-  sum.solve = global[1];
-  sum.step = global[2];
-  sum.comm = global[3];
-  sum.other = global[4];
-  std::vector<long long> steps(st.steps_per_level.begin(), st.steps_per_level.end());
-  sum.steps.assign(steps.size(), 0);
-  mpi::check(MPI_Reduce(steps.data(), sum.steps.data(), static_cast<int>(steps.size()),
-                        MPI_LONG_LONG, MPI_SUM, 0, comm),
-             "MPI_Reduce (steps)");
-}
 
-void describe_hierarchy(const mgrit::Hierarchy& h, Summary& sum) {
-  sum.intervals = h.intervals_per_level();
-  for (int l = 0; l < h.levels(); ++l) sum.cf_built.push_back(h.level(l).cfactor);
-}
-
-// Solves with `app` (the problem itself, or the problem wrapped in Observed when --output asks
-// for the solution: an observer costs an extra fine sweep in some configurations, so it is only
-// there when needed).
 }  // namespace weft::cli

@@ -12,15 +12,21 @@
 #include <sstream>
 
 #include "cli_support.hpp"
-#include "mgrit_problems.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace weft::cli {
 
 namespace mg = weft::mgrit;
+namespace pr = weft::mgrit::problems;
 using json = nlohmann::json;
 using mg::index_t;
+
+std::string flag_of_parameter(const std::string& name) {
+  std::string flag = "--" + name;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
 
 bool MgritArgs::given(const std::string& flag) const {
   return options.at(flag)->count() > 0;
@@ -61,19 +67,20 @@ struct FlagHelp {
 // --problem, then every problem flag once (in registry order), its help gathered per problem.
 std::vector<FlagHelp> problem_flags() {
   std::vector<std::string> names;
-  for (const ProblemEntry& e : mgrit_problems()) names.push_back(e.name);
+  for (const pr::CatalogueEntry& e : pr::catalogue()) names.push_back(e.name);
   std::vector<FlagHelp> out{
       {"--problem", "NAME",
-       fmt::format("model problem: {} (default {})", join(names), mgrit_problems().front().name)}};
-  for (const ProblemEntry& e : mgrit_problems())
-    for (const ProblemFlag& f : e.flags) {
+       fmt::format("model problem: {} (default {})", join(names), pr::catalogue().front().name)}};
+  for (const pr::CatalogueEntry& e : pr::catalogue())
+    for (const pr::Parameter& f : e.parameters) {
+      const std::string flag = flag_of_parameter(f.name);
       auto it =
-          std::find_if(out.begin(), out.end(), [&](const FlagHelp& h) { return h.name == f.flag; });
+          std::find_if(out.begin(), out.end(), [&](const FlagHelp& h) { return h.name == flag; });
       const std::string text =
           fmt::format("{}: {}{}", e.name, f.help,
                       *f.fallback ? fmt::format(" (default {})", f.fallback) : std::string());
       if (it == out.end())
-        out.push_back({f.flag, f.type, text});
+        out.push_back({flag, f.type, text});
       else
         it->help += "; " + text;
     }
@@ -125,7 +132,7 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
   for (const FlagHelp& f : flags)
     args.options[f.name] = cmd.add_option(f.name, args.text[f.name], f.help)->type_name(f.type);
   std::vector<std::string> with_gradient;
-  for (const ProblemEntry& e : mgrit_problems())
+  for (const pr::CatalogueEntry& e : pr::catalogue())
     if (e.gradient_parameter)
       with_gradient.push_back(fmt::format("{} (dJ/d{})", e.name, e.gradient_parameter));
   cmd.add_flag("--relax-only-coarsest", args.relax_only_coarsest,
@@ -136,34 +143,6 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
                "solve from t1 down to t0 (the initial value is then at t1)");
   cmd.add_flag("--gradient", args.gradient,
                "also J = |u_N|^2/2 and dJ/dp (an adjoint MGRIT solve) for " + join(with_gradient));
-}
-
-ProblemValues::ProblemValues(const ProblemEntry& entry, const MgritArgs& args) {
-  for (const ProblemFlag& f : entry.flags) {
-    text_[f.flag] = args.get(f.flag, f.fallback);
-    if (args.given(f.flag)) given_.insert(f.flag);
-  }
-}
-
-const std::string& ProblemValues::text(const std::string& flag) const {
-  const auto it = text_.find(flag);
-  if (it == text_.end())  // a registry entry reads a flag it does not list
-    throw std::logic_error("weft mgrit: the problem reads " + flag + ", not among its flags");
-  return it->second;
-}
-
-double ProblemValues::number(const std::string& flag) const {
-  return parse_number(flag, text(flag), "a finite number");
-}
-
-double ProblemValues::positive(const std::string& flag) const {
-  const double v = parse_number(flag, text(flag), "a finite number > 0");
-  if (!(v > 0)) invalid_value(flag, text(flag), "a finite number > 0");
-  return v;
-}
-
-int ProblemValues::integer(const std::string& flag, int min, const std::string& accepted) const {
-  return static_cast<int>(parse_integer(flag, text(flag), min, accepted));
 }
 
 namespace {
@@ -252,23 +231,11 @@ std::vector<std::vector<index_t>> parse_points(const std::string& path, const st
   return levels;
 }
 
-// Rank 0 checks that the output files can be written, before the solve; all ranks learn it.
+// Rank 0 checks that an output file can be written, before the solve; all ranks learn it.
 void check_writable(const std::string& option, const std::string& path, MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  int ok = 1;
-  std::string reason;
-  if (rank == 0) {
-    std::ofstream out(path, std::ios::trunc);
-    if (!out) {
-      ok = 0;
-      reason = std::strerror(errno);
-    }
-  }
-  mpi::check(MPI_Bcast(&ok, 1, MPI_INT, 0, comm), "MPI_Bcast");
-  if (!ok)
-    invalid_value(option, path, "a writable file path",
-                  "cannot write it" + (reason.empty() ? "" : ": " + reason));
+  mpi::collectively(comm, [&] {
+    if (mpi::rank(comm) == 0) check_output_file(option, path);
+  });
 }
 
 }  // namespace
@@ -279,31 +246,34 @@ MgritSettings resolve(const MgritArgs& a, MPI_Comm comm) {
   s.ranks = mpi::size(comm);
 
   // Problem: its flags only, then its own checks.
-  s.problem = a.get("--problem", mgrit_problems().front().name);
+  s.problem = a.get("--problem", pr::catalogue().front().name);
   std::vector<std::string> names;
-  for (const ProblemEntry& e : mgrit_problems()) names.push_back(e.name);
+  for (const pr::CatalogueEntry& e : pr::catalogue()) names.push_back(e.name);
   parse_choice("--problem", s.problem, names);
-  s.entry = find_mgrit_problem(s.problem);
+  s.entry = pr::find_problem(s.problem);
   for (const auto& [flag, option] : a.options) {
     if (option->count() == 0) continue;
     std::vector<std::string> users;  // the problems that read `flag` (none: a shared flag)
-    for (const ProblemEntry& e : mgrit_problems())
-      for (const ProblemFlag& f : e.flags)
-        if (flag == f.flag) users.push_back(e.name);
+    for (const pr::CatalogueEntry& e : pr::catalogue())
+      for (const pr::Parameter& f : e.parameters)
+        if (flag == flag_of_parameter(f.name)) users.push_back(e.name);
     if (users.empty() || std::find(users.begin(), users.end(), s.problem) != users.end()) continue;
     std::vector<std::string> with;
     for (const std::string& u : users) with.push_back("--problem " + u);
     invalid_value(flag, a.text.at(flag), "only with " + join(with),
                   "not used by --problem " + s.problem);
   }
-  const ProblemValues values(*s.entry, a);
-  s.integrator = values.text("--integrator");
+  std::map<std::string, std::string> given;
+  for (const pr::Parameter& f : s.entry->parameters)
+    if (a.given(flag_of_parameter(f.name))) given[f.name] = a.text.at(flag_of_parameter(f.name));
+  const pr::ParameterValues values(*s.entry, given);
+  s.integrator = values.text("integrator");
   s.instance = s.entry->make(values);
   s.gradient = a.gradient;
   if (s.gradient) {
     if (!s.entry->gradient_parameter) {
       std::vector<std::string> with;
-      for (const ProblemEntry& e : mgrit_problems())
+      for (const pr::CatalogueEntry& e : pr::catalogue())
         if (e.gradient_parameter)
           with.push_back(fmt::format("{} (dJ/d{})", e.name, e.gradient_parameter));
       std::string accepted;
@@ -475,4 +445,18 @@ mgrit::Options make_options(const MgritSettings& s) {
   o.direction(s.reverse ? mgrit::Direction::Reverse : mgrit::Direction::Forward);
   return o;
 }
+
+pr::RunSettings run_settings(const MgritSettings& s) {
+  pr::RunSettings run;
+  run.t0 = s.t0;
+  run.t1 = s.t1;
+  run.nt = s.nt;
+  run.options = make_options(s);
+  run.points = s.points;
+  run.guess = s.guess;
+  run.gradient = s.gradient;
+  run.record_solution = !s.output_path.empty();
+  return run;
+}
+
 }  // namespace weft::cli

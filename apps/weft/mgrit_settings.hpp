@@ -1,7 +1,8 @@
 #pragma once
 // `weft mgrit`: the command line as text (MgritArgs), resolved into checked settings
-// (MgritSettings) and solver options. The problem-specific flags belong to the problem registry
-// (mgrit_problems.hpp); this file holds what every problem shares.
+// (MgritSettings) and the library's run settings. The problem-specific flags are the parameters
+// of the library's catalogue (weft/mgrit/problems/catalogue.hpp), spelled as flags: "space_ranks"
+// is --space-ranks.
 #include <mpi.h>
 
 #include <map>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "weft/mgrit/options.hpp"
+#include "weft/mgrit/problems/catalogue.hpp"
 #include "weft/mgrit/problems/initial_guess.hpp"
 
 namespace CLI {
@@ -21,8 +23,8 @@ class Option;
 
 namespace weft::cli {
 
-class MgritProblem;
-struct ProblemEntry;
+/// The flag that sets catalogue parameter `name` ("space_ranks" -> "--space-ranks").
+std::string flag_of_parameter(const std::string& name);
 
 /// The flags as given: every value is taken as text and converted by resolve(), so that each bad
 /// value gets one message in the same form ("option --X: 'V' is invalid; accepted: ...").
@@ -42,27 +44,11 @@ struct MgritArgs {
 /// Registers every flag of `weft mgrit` (the shared ones and the union of the problems') on `cmd`.
 void add_mgrit_flags(CLI::App& cmd, MgritArgs& args);
 
-/// The values of one problem's flags (given, or the problem's defaults), with strict conversions
-/// that name the flag in their errors.
-class ProblemValues {
- public:
-  ProblemValues(const ProblemEntry& entry, const MgritArgs& args);
-  const std::string& text(const std::string& flag) const;
-  bool given(const std::string& flag) const { return given_.count(flag) > 0; }
-  double number(const std::string& flag) const;    ///< finite
-  double positive(const std::string& flag) const;  ///< finite and > 0
-  int integer(const std::string& flag, int min, const std::string& accepted) const;
-
- private:
-  std::map<std::string, std::string> text_;
-  std::set<std::string> given_;
-};
-
 struct MgritSettings {
   std::string problem;
-  const ProblemEntry* entry = nullptr;
-  std::shared_ptr<MgritProblem> instance;  ///< the problem's parsed parameters
-  std::string integrator;                  ///< the --integrator list as given (or defaulted)
+  const mgrit::problems::CatalogueEntry* entry = nullptr;
+  std::shared_ptr<mgrit::problems::ModelProblem> instance;  ///< its parameters parsed
+  std::string integrator;  ///< the --integrator list as given (or defaulted)
   bool gradient = false;
   double t0 = 0, t1 = 2;
   mgrit::index_t nt = 64;
@@ -100,5 +86,8 @@ MgritSettings resolve(const MgritArgs& args, MPI_Comm comm);
 
 /// The solver options the settings describe.
 mgrit::Options make_options(const MgritSettings& s);
+
+/// The library's settings of the run (without on_setup).
+mgrit::problems::RunSettings run_settings(const MgritSettings& s);
 
 }  // namespace weft::cli

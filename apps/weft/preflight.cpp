@@ -48,7 +48,7 @@ std::string bytes_text(double bytes) {
 // this machine's available memory shared by its ranks: refusing on it is safe.
 void check_memory(const TrainConfig& c, const data::ImageSet& train, const data::ImageSet& test,
                   int ranks) {
-  std::vector<std::int64_t> example{1, train.rows, train.cols};
+  std::vector<std::int64_t> example{train.channels, train.rows, train.cols};
   if (train.spatial_dims == 3) example.insert(example.begin() + 1, train.depth);
   const train::MemoryEstimate e =
       train::estimate_memory(c, example, train.count, test.count, ranks);

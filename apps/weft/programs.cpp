@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include "weft/mgrit/problems/catalogue.hpp"
+
 namespace weft::cli {
 
 int launcher_rank() {
@@ -43,7 +45,7 @@ const char* network_program() {
 
 const char* heat2d_program() {
 #ifdef WEFT_HAVE_PETSC_PROGRAM
-  return heat2d_has_petsc() ? nullptr : "weft-petsc";
+  return mgrit::problems::catalogue_has_petsc() ? nullptr : "weft-petsc";
 #else
   return nullptr;
 #endif

@@ -35,7 +35,4 @@ const char* network_program();
 /// the PETSc problem and weft was built with it, else nullptr (this one).
 const char* heat2d_program();
 
-/// Whether this program's problem registry runs heat2d over PETSc (mgrit_problems.cpp).
-bool heat2d_has_petsc();
-
 }  // namespace weft::cli

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -20,8 +19,8 @@
 #include "data_command.hpp"
 #include "preflight.hpp"
 #include "train_observers.hpp"
-#include "weft/data/cifar.hpp"
-#include "weft/data/idx.hpp"
+#include "weft/data/folder.hpp"
+#include "weft/data/shapes3d_cache.hpp"
 #include "weft/train/checkpoint_info.hpp"
 #include "weft/train/model_registry.hpp"
 #include "weft/train/model_zoo.hpp"
@@ -33,37 +32,6 @@ namespace weft::cli {
 namespace {
 
 using json = nlohmann::json;
-
-data::ImageSet read_split(const std::string& dir, data::Split split, std::int64_t limit) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw BadData("--data " + dir + " is a file, not a folder (expected a folder with " +
-                  data::images_file(split) + "[.gz] and " + data::labels_file(split) + "[.gz])");
-  // The published CIFAR-10 binaries (weft/data/cifar.hpp) by their layout; IDX files otherwise.
-  if (data::holds_cifar(dir, data::CifarVersion::Cifar10)) {
-    data::CifarOptions cifar;
-    cifar.limit = limit;
-    data::ImageSet set = data::read_cifar(dir, data::CifarVersion::Cifar10, split, cifar);
-    if (set.count == 0)
-      throw BadData("--data " + dir + ": the " +
-                    (split == data::Split::Train ? "training" : "test") + " set is empty");
-    return set;
-  }
-  if (data::holds_cifar(dir, data::CifarVersion::Cifar100))
-    throw BadData("--data " + dir +
-                  " holds CIFAR-100 (train.bin, test.bin): its 100 or 20 classes are more than "
-                  "the 10 weft train's models classify; accepted: CIFAR-10 or MNIST-format sets");
-  data::IdxOptions options;
-  options.limit = limit;
-  options.spatial_dims = holds_volumes(dir, split) ? 3 : 2;
-  const std::string images = dir + "/" + data::images_file(split, options.spatial_dims);
-  data::ImageSet set = data::load_idx(images, dir + "/" + data::labels_file(split), options);
-  if (set.count == 0)
-    throw BadData(std::string(split == data::Split::Train ? "the training" : "the test") +
-                  " set is empty: " + images + "[.gz] holds no images");
-  return set;
-}
 
 std::string stored_size_text(const train::ExampleShape& e) {
   return fmt::format("{}{}{}x{}", e.channels != 1 ? std::to_string(e.channels) + "x" : "",
@@ -115,8 +83,8 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   // labels, and the batches must agree.
   data::ImageSet train_raw, test_raw;
   mpi::collectively(world, [&]() {
-    train_raw = read_split(c.data_dir, data::Split::Train, c.train_size);
-    test_raw = read_split(c.data_dir, data::Split::Test, c.test_size);
+    train_raw = data::read_folder(c.data_dir, data::Split::Train, c.train_size);
+    test_raw = data::read_folder(c.data_dir, data::Split::Test, c.test_size);
     if (size_text(test_raw) != size_text(train_raw))
       throw BadData(fmt::format("wrong image size: test images are {}, training images {}",
                                 size_text(test_raw), size_text(train_raw)));
@@ -158,7 +126,7 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   mpi::collectively(comm, [&]() { info = train::read_checkpoint_info(c.resume_dir); });
   const std::string dir = data_folder(c.data_dir, comm);
   mpi::collectively(comm, [&]() {
-    raw = read_split(dir, data::Split::Test, c.test_size);
+    raw = data::read_folder(dir, data::Split::Test, c.test_size);
     if (!same_size(info.example, raw) ||
         (train::model_kind(info.model).spatial_dims == 3) != (raw.spatial_dims == 3))
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
@@ -191,10 +159,10 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
 
 std::vector<std::int64_t> training_example_shape(const TrainConfig& c) {
   if (c.data_dir == kShapes3dName) {
-    const std::int64_t n = Shapes3dDefaults::size;
+    const std::int64_t n = data::Shapes3dSpec{}.size;
     return {1, n, n, n};
   }
-  const data::ImageSet one = read_split(c.data_dir, data::Split::Train, 1);
+  const data::ImageSet one = data::read_folder(c.data_dir, data::Split::Train, 1);
   return one.spatial_dims == 3
              ? std::vector<std::int64_t>{one.channels, one.depth, one.rows, one.cols}
              : std::vector<std::int64_t>{one.channels, one.rows, one.cols};

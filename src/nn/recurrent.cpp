@@ -112,10 +112,9 @@ struct SequenceNode {
     const Tensor& x = inputs[0];
     const CellKind kind = c.options.cell();
     const std::vector<Tensor> params(inputs.begin() + 3, inputs.end());
-    RecurrentSolve::Forward f =
-        c.solve.forward(x, tuple_of(kind, inputs[1], inputs[2]), params,
-                        c.options.output_sequence(), c.needs_backward, x.requires_grad(),
-                        c.distributed);
+    RecurrentSolve::Forward f = c.solve.forward(x, tuple_of(kind, inputs[1], inputs[2]), params,
+                                                c.options.output_sequence(), c.needs_backward,
+                                                x.requires_grad(), c.distributed);
     const std::int64_t L = c.options.num_layers();
     std::vector<Tensor> h, cs;
     for (std::int64_t k = 0; k < L; ++k) {

@@ -49,8 +49,8 @@ struct SolveFunction : public torch::autograd::Function<SolveFunction<Node>> {
     const std::vector<std::int64_t> wanted = ctx->saved_data["wanted"].toIntVector();
     torch::autograd::variable_list grads = Node::backward(*core, grad_outputs, wanted);
     if (grads.size() != wanted.size())
-      throw std::logic_error(std::string(Node::owner) + " backward: " +
-                             std::to_string(grads.size()) + " gradients for " +
+      throw std::logic_error(std::string(Node::owner) +
+                             " backward: " + std::to_string(grads.size()) + " gradients for " +
                              std::to_string(wanted.size()) + " inputs");
     for (std::size_t i = 0; i < grads.size(); ++i)
       if (!wanted[i]) grads[i] = torch::Tensor();

@@ -58,7 +58,7 @@ std::uint64_t fingerprint(const std::vector<std::uint8_t>& bytes) {
 
 // The bytes are pinned, so a compiler, standard library or platform that generated other data
 // fails here. A deliberate change of the generator must change this value together with
-// kGeneratorVersion in apps/weft/data_command.cpp (the cache folder's name).
+// kGeneratorVersion in src/data/shapes3d_cache.cpp (the cache folder's name).
 TEST(Shapes3d, TheBytesOfASmallSetArePinned) {
   const ImageSet s = generate(20, 12, 1);
   EXPECT_EQ(fingerprint(s.pixels), 0x857caaaf712ab1c5ULL) << std::hex << fingerprint(s.pixels);

@@ -1,0 +1,31 @@
+#pragma once
+// A data folder read by its layout: the published CIFAR binaries (cifar.hpp), MNIST-format IDX
+// images, or IDX volumes (the 3-D shapes set, shapes3d.hpp). Front ends point at a folder; this
+// tells what it holds and reads a split of it.
+#include <cstdint>
+#include <string>
+
+#include "weft/data/idx.hpp"
+
+namespace weft::data {
+
+enum class FolderFormat {
+  Idx,         ///< train-images-idx3-ubyte[.gz] ... (Fashion-MNIST, MNIST)
+  IdxVolumes,  ///< train-volumes-idx4-ubyte[.gz] ... (the 3-D shapes set)
+  Cifar10,     ///< data_batch_1..5.bin, test_batch.bin
+  Cifar100,    ///< train.bin, test.bin
+};
+
+/// "idx", "idx-volumes", "cifar10", "cifar100": the reader's name in headers and metrics.
+std::string to_string(FolderFormat format);
+
+/// The format of `dir` by its files (CIFAR by its binaries, IDX volumes by the volume file of
+/// `split`, IDX images otherwise). Throws BadData when `dir` is a file.
+FolderFormat detect_format(const std::string& dir, Split split = Split::Train);
+
+/// Split `split` of `dir` in its detected format, at most `limit` examples (negative: all). Throws
+/// BadData naming the file for a set that is damaged or empty, and for CIFAR-100 (whose 100 or
+/// 20 classes the image models of weft::train, which classify 10, cannot take).
+ImageSet read_folder(const std::string& dir, Split split, std::int64_t limit = -1);
+
+}  // namespace weft::data

@@ -1,0 +1,166 @@
+#pragma once
+// Private to the catalogue: how a model problem's App runs. run_problem solves (wrapping the App
+// in an observer that records the final fine-grid values when the solution is asked for: an
+// observer costs an extra fine sweep in some configurations, so it is only there when needed);
+// run_gradient adds the adjoint solve. Both fill a RunSummary on rank 0.
+#include <mpi.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "weft/mgrit/app.hpp"
+#include "weft/mgrit/gradient.hpp"
+#include "weft/mgrit/problems/catalogue.hpp"
+#include "weft/mgrit/solver.hpp"
+#include "weft/util/mpi.hpp"
+
+#ifdef WEFT_HAVE_PETSC
+#include "weft/mgrit/problems/petsc_heat2d.hpp"
+#endif
+
+namespace weft::mgrit::problems::detail {
+
+inline std::vector<double> values_of(double u) {
+  return {u};
+}
+inline std::vector<double> values_of(const std::vector<double>& u) {
+  return u;
+}
+inline std::vector<double> values_of(const std::array<double, 2>& u) {
+  return {u[0], u[1]};
+}
+
+/// The values to record for the observed state `u`, or nothing on the ranks that do not record
+/// (a space-parallel problem overloads this: collective over its space ranks, one records).
+template <class Problem>
+std::optional<std::vector<double>> record_values(Problem&, const typename Problem::State& u) {
+  return values_of(u);
+}
+
+#ifdef WEFT_HAVE_PETSC
+// Collective over the space ranks (which all observe the same points); space rank 0 records.
+inline std::optional<std::vector<double>> record_values(PetscHeat2D& problem,
+                                                        const PetscVector& u) {
+  std::vector<double> all = problem.gather(u);
+  if (mpi::rank(problem.space()) != 0) return std::nullopt;
+  return all;
+}
+#endif
+
+/// The problem as an App, plus an observer that records the final values.
+template <class Problem>
+class Observed {
+  using Ops = AppOps<Problem>;
+
+ public:
+  using State = typename Problem::State;
+
+  explicit Observed(Problem& problem) : problem_(problem) {}
+
+  State init(double t) { return problem_.init(t); }
+  void step(const State& in, State& out, double t0, double t1, const StepInfo& info) {
+    problem_.step(in, out, t0, t1, info);
+  }
+  void sum(double a, const State& x, double b, State& y) { Ops::sum(problem_, a, x, b, y); }
+  double norm(const State& u) { return Ops::norm(problem_, u); }
+  void copy(const State& src, State& dst) { Ops::copy(problem_, src, dst); }
+  std::size_t buffer_size(const State& like) { return Ops::buffer_size(problem_, like); }
+  void pack(const State& u, void* buffer) { Ops::pack(problem_, u, buffer); }
+  void unpack(const void* buffer, State& u) { Ops::unpack(problem_, buffer, u); }
+  // Spatial transfers only where the problem has them (AppOps detects these members).
+  template <class P = Problem, std::enable_if_t<AppOps<P>::spatial, int> = 0>
+  void coarsen(const State& fine, State& coarse, int fine_level) {
+    Ops::coarsen(problem_, fine, coarse, fine_level);
+  }
+  template <class P = Problem, std::enable_if_t<AppOps<P>::spatial, int> = 0>
+  void refine(const State& coarse, State& fine, int coarse_level) {
+    Ops::refine(problem_, coarse, fine, coarse_level);
+  }
+  void observe(const State& u, double t, index_t index) {
+    if (auto values = record_values(problem_, u))
+      observed_[index] = SolutionPoint{t, std::move(*values)};
+  }
+  void check_levels(int levels) const { problem_.check_levels(levels); }
+
+  const std::map<index_t, SolutionPoint>& observed() const { return observed_; }
+
+ private:
+  Problem& problem_;
+  std::map<index_t, SolutionPoint> observed_;
+};
+
+/// Where a run happens: the solver's (time) communicator, and whether this rank's observed
+/// points are gathered (all ranks, or space rank 0 of each time group).
+struct Layout {
+  MPI_Comm time = MPI_COMM_WORLD;
+  bool records = true;
+};
+
+void describe_hierarchy(const Hierarchy& h, const Options& effective, RunSummary& sum);
+/// Timings (max over the ranks of `comm`) and steps per level (summed) on rank 0.
+void collect_statistics(const Statistics& st, MPI_Comm comm, RunSummary& sum);
+/// Collective over the recording ranks of `comm`: their observed points, on rank 0.
+void gather_solution(const std::map<index_t, SolutionPoint>& observed, MPI_Comm comm, int width,
+                     index_t nt, RunSummary& sum);
+
+template <class App>
+RunSummary run_app(App& app, const std::map<index_t, SolutionPoint>* observed, int width,
+                   const RunSettings& s, const Layout& layout) {
+  const MPI_Comm comm = layout.time;
+  const TimeGrid grid = TimeGrid::uniform(s.t0, s.t1, s.nt);
+  std::unique_ptr<Solver<App>> solver =
+      s.points.empty() ? std::make_unique<Solver<App>>(app, comm, grid, s.options)
+                       : std::make_unique<Solver<App>>(app, comm, grid, s.points, s.options);
+  app.check_levels(solver->hierarchy().levels());
+
+  RunSummary sum;
+  describe_hierarchy(solver->hierarchy(), solver->options(), sum);
+  if (s.on_setup && mpi::rank(comm) == 0) s.on_setup(sum);
+
+  sum.result = solver->solve();
+  collect_statistics(solver->statistics(), comm, sum);
+  if (observed && layout.records) gather_solution(*observed, comm, width, s.nt, sum);
+  return sum;
+}
+
+template <class Problem>
+RunSummary run_problem(Problem& problem, int width, const RunSettings& s, const Layout& layout) {
+  if (!s.record_solution) return run_app(problem, nullptr, width, s, layout);
+  Observed<Problem> app(problem);
+  return run_app(app, &app.observed(), width, s, layout);
+}
+
+/// The forward solve, then the adjoint solve (mgrit::gradient): the summary holds the forward
+/// solve's history, the adjoint's result, J and dJ/dp.
+template <class Problem>
+RunSummary run_gradient(Problem& problem, const std::string& parameter, const RunSettings& s,
+                        MPI_Comm comm) {
+  if (!s.points.empty() || s.record_solution || s.options.direction() == Direction::Reverse)
+    throw InvalidOption("model problem", "gradient",
+                        "is computed on a forward solve over a uniform hierarchy, without a "
+                        "recorded solution");
+  const TimeGrid grid = TimeGrid::uniform(s.t0, s.t1, s.nt);
+  const Hierarchy h = Hierarchy::uniform(grid, s.options);
+  problem.check_levels(h.levels());
+
+  RunSummary sum;
+  describe_hierarchy(h, s.options, sum);
+  if (s.on_setup && mpi::rank(comm) == 0) s.on_setup(sum);
+
+  const GradientResult g = gradient(problem, comm, grid, s.options);
+  sum.result = g.forward;
+  collect_statistics(g.forward_statistics, comm, sum);
+  sum.objective = g.objective;
+  sum.gradient = g.gradient;
+  sum.parameter = parameter;
+  sum.adjoint = g.adjoint;
+  return sum;
+}
+
+}  // namespace weft::mgrit::problems::detail
