@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "python_layers.hpp"
+#include "weft/data/folder.hpp"
 #include "weft/data/idx.hpp"
 #include "weft/train/checkpoint_info.hpp"
 #include "weft/train/trainer.hpp"
@@ -191,17 +192,18 @@ class PyTrainer {
   std::unique_ptr<train::Trainer> trainer_;
 };
 
-/// (images [count, 1, rows, cols] uint8, labels [count] int64) of an MNIST-layout split.
+/// (images [count, channels, (depth,) rows, cols] uint8, labels [count] int64) of a split of a
+/// data folder in any layout weft reads (weft/data/folder.hpp: IDX images or volumes, CIFAR-10).
 py::tuple read_split(const std::string& folder, const std::string& split, std::int64_t limit) {
   if (split != "train" && split != "test")
     throw InvalidOption("weft.data.load_split", "split",
                         "'" + split + "' is invalid; accepted: train, test");
   const auto which = split == "train" ? data::Split::Train : data::Split::Test;
-  data::IdxOptions options;
-  options.limit = limit;
-  const data::ImageSet set = data::load_idx(folder + "/" + data::images_file(which),
-                                            folder + "/" + data::labels_file(which), options);
-  Tensor images = torch::empty({set.count, 1, set.rows, set.cols}, torch::kUInt8);
+  const data::ImageSet set = data::read_folder(folder, which, limit);
+  std::vector<std::int64_t> shape{set.count, set.channels};
+  if (set.spatial_dims == 3) shape.push_back(set.depth);
+  shape.insert(shape.end(), {set.rows, set.cols});
+  Tensor images = torch::empty(shape, torch::kUInt8);
   std::memcpy(images.data_ptr(), set.pixels.data(), set.pixels.size());
   const std::vector<std::int64_t> labels = data::labels_as_int64(set);
   Tensor label_tensor = torch::empty({set.count}, torch::kInt64);

@@ -14,6 +14,7 @@
 #include "programs.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
+#include "weft/util/text_values.hpp"
 
 namespace weft::cli {
 
@@ -24,26 +25,27 @@ void invalid_value(const std::string& option, const std::string& text, const std
                       "; accepted: " + accepted);
 }
 
+namespace {
+// One flag's value checked by weft::TextValues; its errors in the CLI's form "option --X: ...".
+template <class Body>
+auto as_flag(const std::string& option, const std::string& text, Body body) {
+  try {
+    return body(TextValues("weft", {{option, text}}, {{option, ""}}));
+  } catch (const InvalidOption& e) {
+    throw InvalidOption("option " + option + ": " + e.detail());
+  }
+}
+}  // namespace
+
 long long parse_integer(const std::string& option, const std::string& text, long long min,
                         const std::string& accepted, long long max) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(begin, &end, 10);
-  if (text.empty() || end == begin || *end != '\0' || errno == ERANGE || value < min || value > max)
-    invalid_value(option, text, accepted);
-  return value;
+  return as_flag(option, text,
+                 [&](const TextValues& v) { return v.integer(option, min, accepted, max); });
 }
 
 double parse_number(const std::string& option, const std::string& text,
                     const std::string& accepted) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(begin, &end);
-  if (text.empty() || end == begin || *end != '\0' || errno == ERANGE || !std::isfinite(value))
-    invalid_value(option, text, accepted);
-  return value;
+  return as_flag(option, text, [&](const TextValues& v) { return v.number(option, accepted); });
 }
 
 bool parse_switch(const std::string& option, const std::string& text) {
@@ -52,39 +54,13 @@ bool parse_switch(const std::string& option, const std::string& text) {
 
 std::size_t parse_choice(const std::string& option, const std::string& text,
                          const std::vector<std::string>& choices) {
-  for (std::size_t i = 0; i < choices.size(); ++i)
-    if (text == choices[i]) return i;
-  invalid_value(option, text, join(choices));
-}
-
-std::vector<std::string> split_list(const std::string& option, const std::string& text,
-                                    const std::string& accepted) {
-  std::vector<std::string> items;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t comma = text.find(',', start);
-    const std::string item =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.empty()) invalid_value(option, text, accepted, "empty list item");
-    items.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return items;
+  return as_flag(option, text, [&](const TextValues& v) { return v.choice(option, choices); });
 }
 
 std::vector<int> parse_int_list(const std::string& option, const std::string& text, int min,
                                 const std::string& accepted) {
-  std::vector<int> values;
-  for (const std::string& item : split_list(option, text, accepted)) {
-    try {
-      values.push_back(static_cast<int>(parse_integer(option, item, min, accepted)));
-    } catch (const InvalidOption&) {
-      if (item == text) throw;
-      invalid_value(option, text, accepted, "item '" + item + "'");
-    }
-  }
-  return values;
+  return as_flag(option, text,
+                 [&](const TextValues& v) { return v.int_list(option, min, accepted); });
 }
 
 std::string join(const std::vector<std::string>& items) {

@@ -38,7 +38,8 @@ using SubcommandFactory = Subcommand (*)(CLI::App& weft);
 [[noreturn]] void invalid_value(const std::string& option, const std::string& text,
                                 const std::string& accepted, const std::string& detail = "");
 
-/// Strict conversions: the whole text must be the number, in range and finite.
+/// Strict conversions (weft::TextValues): the whole text must be the number, in range and
+/// finite.
 long long parse_integer(const std::string& option, const std::string& text, long long min,
                         const std::string& accepted,
                         long long max = std::numeric_limits<int>::max());
@@ -50,10 +51,7 @@ bool parse_switch(const std::string& option, const std::string& text);
 std::size_t parse_choice(const std::string& option, const std::string& text,
                          const std::vector<std::string>& choices);
 
-/// Splits "a,b,c"; an empty list or an empty item ("1,,2", "1,") is an error naming `option`.
-std::vector<std::string> split_list(const std::string& option, const std::string& text,
-                                    const std::string& accepted);
-/// A comma list of integers >= min.
+/// A comma list of integers >= min ("1,,2" and "1," are errors).
 std::vector<int> parse_int_list(const std::string& option, const std::string& text, int min,
                                 const std::string& accepted);
 

@@ -20,40 +20,40 @@ namespace {
 
 namespace pr = mgrit::problems;
 
-// The flag of `problem` (or a shared flag) that sets library option `option`, or "".
-std::string flag_of(const std::string& option, const pr::CatalogueEntry* problem) {
-  if (option == "guess") return "--init";  // mgrit::problems::InitialGuess::parse
-  if (problem)
-    for (const pr::Parameter& p : problem->parameters)
-      if (option == p.name) return flag_of_parameter(p.name);
-  return "";
+// Whether library name `option` is one a flag sets (a problem's parameter, a shared setting).
+bool has_flag(const std::string& option) {
+  for (const char* special :
+       {"guess", "problem", "points", "gradient", "reverse", "record_solution"})
+    if (option == special) return true;
+  for (const auto& [name, fallback] : pr::run_setting_defaults())
+    if (option == name) return true;
+  for (const pr::CatalogueEntry& e : pr::catalogue())
+    for (const pr::Parameter& p : e.parameters)
+      if (option == p.name) return true;
+  return false;
 }
 
-// Runs `body`; a library InvalidOption about an option that a flag sets is rethrown naming the
+// Runs `body`; a library InvalidOption about a value that a flag sets is rethrown naming the
 // flag, in the CLI's form "option --FLAG: DETAIL".
 template <class Body>
-auto in_flag_vocabulary(const pr::CatalogueEntry* problem, Body body) {
+auto in_flag_vocabulary(Body body) {
   try {
     return body();
   } catch (const InvalidOption& e) {
-    const std::string flag = e.option().empty() ? "" : flag_of(e.option(), problem);
-    if (flag.empty()) throw;
-    throw InvalidOption("option " + flag + ": " + e.detail());
+    if (e.option().empty() || !has_flag(e.option())) throw;
+    throw InvalidOption("option " + flag_of_parameter(e.option()) + ": " + e.detail());
   }
 }
 
 int run_mgrit(const MgritArgs& args, MPI_Comm comm) {
-  const pr::CatalogueEntry* named =
-      args.given("--problem") ? pr::find_problem(args.text.at("--problem")) : nullptr;
-  const MgritSettings s = in_flag_vocabulary(named ? named : &pr::catalogue().front(),
-                                             [&] { return resolve(args, comm); });
+  const MgritSettings s = in_flag_vocabulary([&] { return resolve(args, comm); });
   // World rank 0 prints and writes (with PETSc's space ranks, each time group has a rank 0).
   const bool leader = mpi::rank(comm) == 0;
-  pr::RunSettings run = run_settings(s);
+  pr::RunSettings run = s.run.settings;
   run.on_setup = [&](const Summary& setup) {
     if (leader) print_header(s, setup);
   };
-  const Summary sum = in_flag_vocabulary(s.entry, [&] { return s.instance->run(run, comm); });
+  const Summary sum = in_flag_vocabulary([&] { return s.run.instance->run(run, comm); });
   if (leader) {
     if (!s.output_path.empty()) write_csv(s, sum);
     print_report(sum);

@@ -23,6 +23,8 @@ using json = nlohmann::json;
 using mg::index_t;
 
 std::string flag_of_parameter(const std::string& name) {
+  if (name == "guess") return "--init";  // mgrit::problems::InitialGuess::parse
+  if (name == "record_solution") return "--output";
   std::string flag = "--" + name;
   std::replace(flag.begin(), flag.end(), '_', '-');
   return flag;
@@ -32,33 +34,12 @@ bool MgritArgs::given(const std::string& flag) const {
   return options.at(flag)->count() > 0;
 }
 
-std::string MgritArgs::get(const std::string& flag, const std::string& fallback) const {
-  return given(flag) ? text.at(flag) : fallback;
-}
-
 namespace {
 
-// Defaults of the shared flags: the PyMGRIT heat reference run (docs/mgrit.md, §4), iterated to the
-// tolerance (its first two residuals are the reference figures; --max-iter 2 reproduces the
-// reference run exactly). The problems' own defaults are in their registry entries.
-struct Defaults {
-  static constexpr const char* t0 = "0";
-  static constexpr const char* t1 = "2";
-  static constexpr const char* nt = "64";
-  static constexpr const char* levels = "3";
-  static constexpr const char* cf = "4";
-  static constexpr const char* min_coarse = "2";
-  static constexpr const char* nrelax = "1";
-  static constexpr const char* cwt = "1";
-  static constexpr const char* cycle = "V";
-  static constexpr const char* tol = "1e-10";
-  static constexpr const char* rtol = "0";
-  static constexpr const char* tnorm = "2";
-  static constexpr const char* max_iter = "100";
-  static constexpr const char* init = "zero";
-  static constexpr const char* storage = "all";
-  static constexpr const char* convention = "pymgrit";
-};
+// The library's default of shared setting `flag` as help text.
+std::string fallback(const char* name) {
+  return pr::run_setting_default(name);
+}
 
 struct FlagHelp {
   std::string name, type, help;
@@ -90,40 +71,45 @@ std::vector<FlagHelp> problem_flags() {
 }  // namespace
 
 void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
-  using D = Defaults;
   const std::string list = " (one value, or a comma list: one per level, the last repeats)";
   std::vector<FlagHelp> flags = problem_flags();
   const std::vector<FlagHelp> shared = {
-      {"--t0", "T", fmt::format("start time (default {})", D::t0)},
-      {"--t1", "T", fmt::format("end time, > t0 (default {})", D::t1)},
-      {"--nt", "INT", fmt::format("fine time intervals (default {})", D::nt)},
-      {"--levels", "INT", fmt::format("maximum number of levels (default {})", D::levels)},
-      {"--cf", "INT[,INT...]", fmt::format("coarsening factor >= 2{} (default {})", list, D::cf)},
+      {"--t0", "T", fmt::format("start time (default {})", fallback("t0"))},
+      {"--t1", "T", fmt::format("end time, > t0 (default {})", fallback("t1"))},
+      {"--nt", "INT", fmt::format("fine time intervals (default {})", fallback("nt"))},
+      {"--levels", "INT", fmt::format("maximum number of levels (default {})", fallback("levels"))},
+      {"--cf", "INT[,INT...]",
+       fmt::format("coarsening factor >= 2{} (default {})", list, fallback("cf"))},
       {"--min-coarse", "INT",
-       fmt::format("coarsen only while this many intervals remain (default {})", D::min_coarse)},
+       fmt::format("coarsen only while this many intervals remain (default {})",
+                   fallback("min_coarse"))},
       {"--nrelax", "INT[,INT...]",
        fmt::format("extra CF sweeps after the first F: 0 F, 1 FCF{} (default {})", list,
-                   D::nrelax)},
+                   fallback("nrelax"))},
       {"--nrelax-coarsest", "INT",
        "sweeps on a relaxation-only coarsest level (default: that level's --nrelax)"},
-      {"--cwt", "X[,X...]", fmt::format("C-relaxation weight > 0{} (default {})", list, D::cwt)},
+      {"--cwt", "X[,X...]",
+       fmt::format("C-relaxation weight > 0{} (default {})", list, fallback("cwt"))},
       {"--skip", "0|1", "skip the first down-cycle (default: the convention's; xbraid 1)"},
       {"--nested", "0|1", "nested iteration first (default: the convention's; pymgrit 1)"},
-      {"--cycle", "V|F", fmt::format("cycle type (default {})", D::cycle)},
-      {"--tol", "X", fmt::format("absolute residual tolerance, 0 off (default {})", D::tol)},
+      {"--cycle", "V|F", fmt::format("cycle type (default {})", fallback("cycle"))},
+      {"--tol", "X",
+       fmt::format("absolute residual tolerance, 0 off (default {})", fallback("tol"))},
       {"--rtol", "X",
-       fmt::format("tolerance relative to the first residual, 0 off (default {})", D::rtol)},
-      {"--tnorm", "1|2|inf", fmt::format("temporal norm of the residual (default {})", D::tnorm)},
-      {"--max-iter", "INT", fmt::format("maximum iterations (default {})", D::max_iter)},
+       fmt::format("tolerance relative to the first residual, 0 off (default {})",
+                   fallback("rtol"))},
+      {"--tnorm", "1|2|inf",
+       fmt::format("temporal norm of the residual (default {})", fallback("tnorm"))},
+      {"--max-iter", "INT", fmt::format("maximum iterations (default {})", fallback("max_iter"))},
       {"--init", "GUESS",
        fmt::format("guess away from the initial point: zero, value:X, random:SEED, sequential "
                    "(default {})",
-                   D::init)},
+                   fallback("init"))},
       {"--storage", "all|cpoints",
-       fmt::format("what every level but the coarsest stores (default {})", D::storage)},
+       fmt::format("what every level but the coarsest stores (default {})", fallback("storage"))},
       {"--convention", "NAME",
        fmt::format("residual convention and default initial phase: xbraid, pymgrit (default {})",
-                   D::convention)},
+                   fallback("convention"))},
       {"--points", "FILE", "explicit coarse levels: JSON {\"levels\": [[0, ...], ...]}"},
       {"--json", "PATH", "write a JSON summary of the run"},
       {"--output", "PATH", "write the final fine-grid solution as CSV"},
@@ -146,10 +132,6 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
 }
 
 namespace {
-
-std::string list_accepted(const std::string& what) {
-  return what + ", or a comma list of them, one per level (at most --levels values)";
-}
 
 // Rank 0 reads the file; every rank gets the same bytes (or the same error).
 std::string read_shared_file(const std::string& option, const std::string& path, MPI_Comm comm) {
@@ -185,9 +167,8 @@ std::string read_shared_file(const std::string& option, const std::string& path,
 }
 
 // {"levels": [[...], ...]}: level l+1's points as fine indices, each list a subset of the one
-// above, containing the initial point (0, or nt for reverse solves).
-std::vector<std::vector<index_t>> parse_points(const std::string& path, const std::string& text,
-                                               index_t nt, bool reverse) {
+// above (the library checks them against the time grid).
+std::vector<std::vector<index_t>> parse_points(const std::string& path, const std::string& text) {
   const std::string accepted =
       "a JSON file {\"levels\": [[0, ...], ...]}: per coarse level, strictly increasing fine "
       "indices in [0, nt], a subset of the level above, containing the initial point";
@@ -203,7 +184,6 @@ std::vector<std::vector<index_t>> parse_points(const std::string& path, const st
     fail("no \"levels\" array");
   if (doc["levels"].empty()) fail("\"levels\" is empty");
   std::vector<std::vector<index_t>> levels;
-  const index_t initial = reverse ? nt : 0;
   for (std::size_t c = 0; c < doc["levels"].size(); ++c) {
     const json& list = doc["levels"][c];
     const std::string name = "level " + std::to_string(c + 1);
@@ -212,15 +192,12 @@ std::vector<std::vector<index_t>> parse_points(const std::string& path, const st
     for (const json& v : list) {
       if (!v.is_number_integer()) fail(name + ": " + v.dump() + " is not an integer index");
       const auto i = v.get<long long>();
-      if (i < 0 || i > nt) fail(name + ": index " + std::to_string(i) + " is outside [0, nt]");
       if (!points.empty() && i <= points.back())
         fail(name + ": indices must increase strictly (" + std::to_string(points.back()) +
              " then " + std::to_string(i) + ")");
       points.push_back(i);
     }
     if (points.size() < 2) fail(name + " needs at least 2 points");
-    if (!std::binary_search(points.begin(), points.end(), initial))
-      fail(name + " lacks the initial point " + std::to_string(initial));
     if (!levels.empty())
       for (index_t i : points)
         if (!std::binary_search(levels.back().begin(), levels.back().end(), i))
@@ -241,149 +218,28 @@ void check_writable(const std::string& option, const std::string& path, MPI_Comm
 }  // namespace
 
 MgritSettings resolve(const MgritArgs& a, MPI_Comm comm) {
-  using D = Defaults;
   MgritSettings s;
   s.ranks = mpi::size(comm);
-
-  // Problem: its flags only, then its own checks.
-  s.problem = a.get("--problem", pr::catalogue().front().name);
-  std::vector<std::string> names;
-  for (const pr::CatalogueEntry& e : pr::catalogue()) names.push_back(e.name);
-  parse_choice("--problem", s.problem, names);
-  s.entry = pr::find_problem(s.problem);
+  pr::RunText text;
   for (const auto& [flag, option] : a.options) {
-    if (option->count() == 0) continue;
-    std::vector<std::string> users;  // the problems that read `flag` (none: a shared flag)
-    for (const pr::CatalogueEntry& e : pr::catalogue())
-      for (const pr::Parameter& f : e.parameters)
-        if (flag == flag_of_parameter(f.name)) users.push_back(e.name);
-    if (users.empty() || std::find(users.begin(), users.end(), s.problem) != users.end()) continue;
-    std::vector<std::string> with;
-    for (const std::string& u : users) with.push_back("--problem " + u);
-    invalid_value(flag, a.text.at(flag), "only with " + join(with),
-                  "not used by --problem " + s.problem);
+    if (option->count() == 0 || flag == "--json" || flag == "--output" || flag == "--points")
+      continue;
+    std::string name = flag.substr(2);
+    std::replace(name.begin(), name.end(), '-', '_');
+    text.values[name] = a.text.at(flag);
   }
-  std::map<std::string, std::string> given;
-  for (const pr::Parameter& f : s.entry->parameters)
-    if (a.given(flag_of_parameter(f.name))) given[f.name] = a.text.at(flag_of_parameter(f.name));
-  const pr::ParameterValues values(*s.entry, given);
-  s.integrator = values.text("integrator");
-  s.instance = s.entry->make(values);
-  s.gradient = a.gradient;
-  if (s.gradient) {
-    if (!s.entry->gradient_parameter) {
-      std::vector<std::string> with;
-      for (const pr::CatalogueEntry& e : pr::catalogue())
-        if (e.gradient_parameter)
-          with.push_back(fmt::format("{} (dJ/d{})", e.name, e.gradient_parameter));
-      std::string accepted;
-      for (std::size_t i = 0; i < with.size(); ++i)
-        accepted += (i == 0 ? "--problem " : i + 1 == with.size() ? " or " : ", ") + with[i];
-      throw InvalidOption("option --gradient: not available for --problem " + s.problem +
-                          "; accepted: " + accepted);
-    }
-    for (const char* flag : {"--points", "--output"})
-      if (a.given(flag))
-        throw InvalidOption(std::string("option --gradient: not with ") + flag +
-                            "; accepted: --gradient without " + flag);
-    if (a.reverse)
-      throw InvalidOption(
-          "option --gradient: not with --reverse; accepted: --gradient on a forward solve (the "
-          "adjoint solve runs in reverse by itself)");
-  }
-
-  // Time grid and hierarchy
-  s.t0 = parse_number("--t0", a.get("--t0", D::t0), "a finite number");
-  const std::string t1 = a.get("--t1", D::t1);
-  s.t1 = parse_number("--t1", t1, "a finite number > --t0");
-  if (!(s.t1 > s.t0))
-    invalid_value(
-        "--t1", t1,
-        fmt::format("a finite number > --t0 ({}); use --reverse to solve backward", s.t0));
-  s.nt = parse_integer("--nt", a.get("--nt", D::nt), 1, "an integer >= 1",
-                       std::numeric_limits<index_t>::max() / 2);
-  s.levels_given = a.given("--levels");
-  s.levels = static_cast<int>(
-      parse_integer("--levels", a.get("--levels", D::levels), 1, "an integer >= 1"));
-  s.reverse = a.reverse;
+  text.relax_only_coarsest = a.relax_only_coarsest;
+  text.no_residual = a.no_residual;
+  text.reverse = a.reverse;
+  text.gradient = a.gradient;
+  text.spell = flag_of_parameter;
+  if (a.given("--output")) text.values["record_solution"] = "1";
   if (a.given("--points")) {
     s.points_path = a.text.at("--points");
-    s.points = parse_points(s.points_path, read_shared_file("--points", s.points_path, comm), s.nt,
-                            s.reverse);
-    const int file_levels = static_cast<int>(s.points.size()) + 1;
-    if (s.levels_given && s.levels != file_levels)
-      invalid_value("--points", s.points_path, "a file whose levels agree with --levels",
-                    fmt::format("it gives {} levels, --levels is {}", file_levels, s.levels));
-    s.levels = file_levels;
+    text.values["points"] = s.points_path;
+    text.points = parse_points(s.points_path, read_shared_file("--points", s.points_path, comm));
   }
-  auto check_length = [&](const std::string& flag, std::size_t n, const std::string& accepted) {
-    if (n > static_cast<std::size_t>(s.levels))
-      invalid_value(flag, a.text.at(flag), accepted,
-                    fmt::format("{} values for {} levels", n, s.levels));
-  };
-  const std::string cf_accepted = list_accepted("an integer >= 2");
-  s.cf = parse_int_list("--cf", a.get("--cf", D::cf), 2, cf_accepted);
-  check_length("--cf", s.cf.size(), cf_accepted);
-  s.min_coarse =
-      parse_integer("--min-coarse", a.get("--min-coarse", D::min_coarse), 1, "an integer >= 1");
-
-  // Relaxation and cycles
-  const std::string nrelax_accepted = list_accepted("an integer >= 0");
-  s.nrelax = parse_int_list("--nrelax", a.get("--nrelax", D::nrelax), 0, nrelax_accepted);
-  check_length("--nrelax", s.nrelax.size(), nrelax_accepted);
-  if (a.given("--nrelax-coarsest"))
-    s.nrelax_coarsest = static_cast<int>(
-        parse_integer("--nrelax-coarsest", a.text.at("--nrelax-coarsest"), 0, "an integer >= 0"));
-  const std::string cwt_accepted = list_accepted("a number > 0");
-  const std::string cwt_text = a.get("--cwt", D::cwt);
-  for (const std::string& item : split_list("--cwt", cwt_text, cwt_accepted)) {
-    double w = 0;
-    try {
-      w = parse_number("--cwt", item, cwt_accepted);
-    } catch (const InvalidOption&) {
-      invalid_value("--cwt", cwt_text, cwt_accepted, "item '" + item + "'");
-    }
-    if (!(w > 0)) invalid_value("--cwt", cwt_text, cwt_accepted, "item '" + item + "'");
-    s.cwt.push_back(w);
-  }
-  check_length("--cwt", s.cwt.size(), cwt_accepted);
-  s.relax_only_coarsest = a.relax_only_coarsest;
-  s.cycle = parse_choice("--cycle", a.get("--cycle", D::cycle), {"V", "F"}) == 0 ? mg::Cycle::V
-                                                                                 : mg::Cycle::F;
-  s.convention =
-      parse_choice("--convention", a.get("--convention", D::convention), {"xbraid", "pymgrit"}) == 0
-          ? mg::Convention::XBraid
-          : mg::Convention::PyMGRIT;
-  if (a.given("--skip")) s.skip = parse_switch("--skip", a.text.at("--skip"));
-  if (a.given("--nested")) s.nested = parse_switch("--nested", a.text.at("--nested"));
-  if (s.skip.value_or(false) && s.nested.value_or(false))
-    invalid_value("--nested", "1", "0 when --skip is 1",
-                  "--skip 1 and --nested 1 exclude each other");
-
-  // Convergence
-  s.tol = parse_number("--tol", a.get("--tol", D::tol), "a number >= 0 (0 switches it off)");
-  if (s.tol < 0) invalid_value("--tol", a.text.at("--tol"), "a number >= 0 (0 switches it off)");
-  s.rtol = parse_number("--rtol", a.get("--rtol", D::rtol), "a number in [0, 1) (0: off)");
-  if (s.rtol < 0 || s.rtol >= 1)
-    invalid_value("--rtol", a.text.at("--rtol"), "a number in [0, 1) (0: off)");
-  const std::size_t tnorm = parse_choice("--tnorm", a.get("--tnorm", D::tnorm), {"1", "2", "inf"});
-  s.tnorm = tnorm == 0   ? mg::TemporalNorm::One
-            : tnorm == 1 ? mg::TemporalNorm::Two
-                         : mg::TemporalNorm::Inf;
-  s.max_iter = static_cast<int>(
-      parse_integer("--max-iter", a.get("--max-iter", D::max_iter), 1, "an integer >= 1"));
-  s.residual = !a.no_residual;
-
-  // Initial guess and storage
-  s.init = a.get("--init", D::init);
-  if (s.init == "sequential") {
-    s.sequential_guess = true;
-  } else {
-    s.guess = mgrit::problems::InitialGuess::parse(s.init);
-  }
-  s.storage = parse_choice("--storage", a.get("--storage", D::storage), {"all", "cpoints"}) == 0
-                  ? mg::Storage::All
-                  : mg::Storage::CPoints;
+  s.run = pr::parse_run(text);
 
   // Files
   if (a.given("--json")) {
@@ -394,69 +250,8 @@ MgritSettings resolve(const MgritArgs& a, MPI_Comm comm) {
     s.output_path = a.text.at("--output");
     check_writable("--output", s.output_path, comm);
   }
+  s.run.settings.record_solution = !s.output_path.empty();
   return s;
-}
-
-// A per-level list: one value sets every level; a longer list sets level i to value i (an
-// explicit value for the coarsest level then wins over --nrelax-coarsest) and the last value
-// also covers the levels beyond the list.
-namespace {
-
-template <class T, class Set>
-void set_per_level(const std::vector<T>& values, Set set) {
-  set(values.back(), -1);
-  if (values.size() > 1)
-    for (std::size_t l = 0; l < values.size(); ++l) set(values[l], static_cast<int>(l));
-}
-
-// --skip / --nested on top of the convention's own initial phase (which the options tell).
-mgrit::InitialPhase initial_phase(const MgritSettings& s) {
-  mgrit::InitialPhase phase = mgrit::Options().convention(s.convention).effective_initial_phase();
-  if (!s.skip && !s.nested) return mgrit::InitialPhase::Default;
-  if (s.skip) {
-    if (*s.skip)
-      phase = mgrit::InitialPhase::Skip;
-    else if (phase == mgrit::InitialPhase::Skip)
-      phase = mgrit::InitialPhase::None;
-  }
-  if (s.nested) {
-    if (*s.nested)
-      phase = mgrit::InitialPhase::Nested;
-    else if (phase == mgrit::InitialPhase::Nested)
-      phase = mgrit::InitialPhase::None;
-  }
-  return phase;
-}
-
-}  // namespace
-
-mgrit::Options make_options(const MgritSettings& s) {
-  mgrit::Options o;
-  o.max_levels(s.levels).min_coarse(s.min_coarse);
-  set_per_level(s.cf, [&](int v, int l) { o.cfactor(v, l); });
-  set_per_level(s.nrelax, [&](int v, int l) { o.nrelax(v, l); });
-  set_per_level(s.cwt, [&](double v, int l) { o.cweight(v, l); });
-  if (s.nrelax_coarsest) o.nrelax_coarsest(*s.nrelax_coarsest);
-  o.relax_only_coarsest(s.relax_only_coarsest).cycle(s.cycle).convention(s.convention);
-  o.initial_phase(initial_phase(s));
-  o.initial_guess(s.sequential_guess ? mgrit::InitialGuess::Sequential : mgrit::InitialGuess::App);
-  o.storage(s.storage).abs_tol(s.tol).rel_tol(s.rtol).temporal_norm(s.tnorm);
-  o.max_iterations(s.max_iter).compute_residual(s.residual);
-  o.direction(s.reverse ? mgrit::Direction::Reverse : mgrit::Direction::Forward);
-  return o;
-}
-
-pr::RunSettings run_settings(const MgritSettings& s) {
-  pr::RunSettings run;
-  run.t0 = s.t0;
-  run.t1 = s.t1;
-  run.nt = s.nt;
-  run.options = make_options(s);
-  run.points = s.points;
-  run.guess = s.guess;
-  run.gradient = s.gradient;
-  run.record_solution = !s.output_path.empty();
-  return run;
 }
 
 }  // namespace weft::cli

@@ -33,6 +33,18 @@ namespace {
 
 using json = nlohmann::json;
 
+// data::read_folder, its errors about the folder itself naming the flag ("--data DIR is a file").
+data::ImageSet read_data(const std::string& dir, data::Split split, std::int64_t limit) {
+  try {
+    return data::read_folder(dir, split, limit);
+  } catch (const BadData& e) {
+    const std::string what = e.what();
+    if (what.rfind(dir + " ", 0) == 0 || what.rfind(dir + ":", 0) == 0)
+      throw BadData("--data " + what);
+    throw;
+  }
+}
+
 std::string stored_size_text(const train::ExampleShape& e) {
   return fmt::format("{}{}{}x{}", e.channels != 1 ? std::to_string(e.channels) + "x" : "",
                      e.depth > 1 ? std::to_string(e.depth) + "x" : "", e.rows, e.cols);
@@ -83,8 +95,8 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   // labels, and the batches must agree.
   data::ImageSet train_raw, test_raw;
   mpi::collectively(world, [&]() {
-    train_raw = data::read_folder(c.data_dir, data::Split::Train, c.train_size);
-    test_raw = data::read_folder(c.data_dir, data::Split::Test, c.test_size);
+    train_raw = read_data(c.data_dir, data::Split::Train, c.train_size);
+    test_raw = read_data(c.data_dir, data::Split::Test, c.test_size);
     if (size_text(test_raw) != size_text(train_raw))
       throw BadData(fmt::format("wrong image size: test images are {}, training images {}",
                                 size_text(test_raw), size_text(train_raw)));
@@ -126,7 +138,7 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   mpi::collectively(comm, [&]() { info = train::read_checkpoint_info(c.resume_dir); });
   const std::string dir = data_folder(c.data_dir, comm);
   mpi::collectively(comm, [&]() {
-    raw = data::read_folder(dir, data::Split::Test, c.test_size);
+    raw = read_data(dir, data::Split::Test, c.test_size);
     if (!same_size(info.example, raw) ||
         (train::model_kind(info.model).spatial_dims == 3) != (raw.spatial_dims == 3))
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
@@ -162,7 +174,7 @@ std::vector<std::int64_t> training_example_shape(const TrainConfig& c) {
     const std::int64_t n = data::Shapes3dSpec{}.size;
     return {1, n, n, n};
   }
-  const data::ImageSet one = data::read_folder(c.data_dir, data::Split::Train, 1);
+  const data::ImageSet one = read_data(c.data_dir, data::Split::Train, 1);
   return one.spatial_dims == 3
              ? std::vector<std::int64_t>{one.channels, one.depth, one.rows, one.cols}
              : std::vector<std::int64_t>{one.channels, one.rows, one.cols};

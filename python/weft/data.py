@@ -1,4 +1,6 @@
-"""MNIST-format (IDX) image sets, such as Debian's dataset-fashion-mnist, without torchvision.
+"""Image sets read by weft's C++ readers, without torchvision: MNIST-format (IDX) folders such as
+Debian's dataset-fashion-mnist, IDX volumes (`weft data shapes3d`) and CIFAR-10 binaries, each
+recognised by its files.
 
     images, labels = weft.data.load_split("/usr/share/datasets/fashion-mnist", "train", 5000)
 """
@@ -10,8 +12,9 @@ FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
 
 def load_split(folder, split, limit=None):
-    """(images [count, 1, rows, cols] uint8 tensor, labels [count] int64 tensor), read by weft's
-    C++ IDX reader (headers, sizes and gzip checksums checked; weft.BadData otherwise)."""
+    """(images [count, channels, (depth,) rows, cols] uint8 tensor, labels [count] int64 tensor),
+    read by weft's C++ readers (headers, sizes and gzip checksums checked; weft.BadData
+    otherwise). The folder's layout picks the reader (IDX images or volumes, CIFAR-10)."""
     return _weft.read_split(str(folder), str(split), -1 if limit is None else int(limit))
 
 

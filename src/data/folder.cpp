@@ -50,7 +50,7 @@ ImageSet read_folder(const std::string& dir, Split split, std::int64_t limit) {
     case FolderFormat::Cifar100:
       throw BadData(dir +
                     " holds CIFAR-100 (train.bin, test.bin): its 100 or 20 classes are more than "
-                    "the 10 that weft's image models classify; accepted: CIFAR-10 or MNIST-format "
+                    "the 10 weft train's models classify; accepted: CIFAR-10 or MNIST-format "
                     "sets");
     case FolderFormat::Idx:
     case FolderFormat::IdxVolumes:

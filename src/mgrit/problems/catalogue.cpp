@@ -24,66 +24,19 @@ namespace weft::mgrit::problems {
 // ------------------------------------------------------------------------------------------
 // ParameterValues
 
+namespace {
+constexpr long long kIntMax = std::numeric_limits<int>::max();
+
+std::vector<std::pair<std::string, std::string>> fallbacks_of(const CatalogueEntry& entry) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Parameter& p : entry.parameters) out.emplace_back(p.name, p.fallback);
+  return out;
+}
+}  // namespace
+
 ParameterValues::ParameterValues(const CatalogueEntry& entry,
-                                 const std::map<std::string, std::string>& given)
-    : owner_(entry.name) {
-  for (const Parameter& p : entry.parameters) {
-    const auto it = given.find(p.name);
-    text_[p.name] = it == given.end() ? p.fallback : it->second;
-    given_[p.name] = it != given.end();
-  }
-  for (const auto& [name, text] : given)
-    if (!text_.count(name)) {
-      std::string names;
-      for (const Parameter& p : entry.parameters)
-        names += (names.empty() ? "" : ", ") + std::string(p.name);
-      throw InvalidOption(
-          owner_, name,
-          "= '" + text + "' is not a parameter of " + owner_ + "; accepted: " + names);
-    }
-}
-
-const std::string& ParameterValues::text(const std::string& name) const {
-  const auto it = text_.find(name);
-  if (it == text_.end())  // a catalogue entry reads a parameter it does not list
-    throw std::logic_error(owner_ + ": the problem reads " + name + ", not among its parameters");
-  return it->second;
-}
-
-void ParameterValues::invalid(const std::string& name, const std::string& accepted,
-                              const std::string& detail) const {
-  throw InvalidOption(owner_, name,
-                      "'" + text(name) + "' is invalid" +
-                          (detail.empty() ? std::string() : " (" + detail + ")") +
-                          "; accepted: " + accepted);
-}
-
-double ParameterValues::number(const std::string& name, const std::string& accepted) const {
-  const std::string& t = text(name);
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(t.c_str(), &end);
-  if (t.empty() || end == t.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
-    invalid(name, accepted);
-  return value;
-}
-
-double ParameterValues::positive(const std::string& name) const {
-  const double v = number(name, "a finite number > 0");
-  if (!(v > 0)) invalid(name, "a finite number > 0");
-  return v;
-}
-
-int ParameterValues::integer(const std::string& name, int min, const std::string& accepted) const {
-  const std::string& t = text(name);
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(t.c_str(), &end, 10);
-  if (t.empty() || end == t.c_str() || *end != '\0' || errno == ERANGE || value < min ||
-      value > std::numeric_limits<int>::max())
-    invalid(name, accepted);
-  return static_cast<int>(value);
-}
+                                 const std::map<std::string, std::string>& given, Spelling spell)
+    : TextValues(entry.name, given, fallbacks_of(entry), std::move(spell)) {}
 
 // ------------------------------------------------------------------------------------------
 // The problems
@@ -204,7 +157,7 @@ class Heat1DRing final : public Named {
  public:
   explicit Heat1DRing(const ParameterValues& v)
       : Named(v),
-        nx_(v.integer("nx", 3, "an integer >= 3 (grid nodes)")),
+        nx_(static_cast<int>(v.integer("nx", 3, "an integer >= 3 (grid nodes)", kIntMax))),
         methods_(Heat1DPeriodic::parse_methods(v.text("integrator"))) {}
   std::string describe() const override {
     return "heat1d-periodic: u_t = u_xx on a ring, nx " + std::to_string(nx_) + ", " +
@@ -229,11 +182,12 @@ class Heat2DProblem final : public Named {
         ksp_(v.text("ksp")),
         ksp_given_(v.given("ksp")) {
     const std::string points = "an integer >= 3 (grid points incl. the 2 boundary points)";
-    grid_.nx = v.integer("nx", 3, points);
-    grid_.ny = v.given("ny") ? v.integer("ny", 3, points) : grid_.nx;
+    grid_.nx = static_cast<int>(v.integer("nx", 3, points, kIntMax));
+    grid_.ny = v.given("ny") ? static_cast<int>(v.integer("ny", 3, points, kIntMax)) : grid_.nx;
     grid_.lx = v.positive("lx");
     grid_.ly = v.positive("ly");
-    space_ranks_ = v.integer("space_ranks", 1, "an integer >= 1 that divides the rank count");
+    space_ranks_ = static_cast<int>(
+        v.integer("space_ranks", 1, "an integer >= 1 that divides the rank count", kIntMax));
     if (ksp_ != "cg" && ksp_ != "lu") v.invalid("ksp", "cg, lu");
   }
   std::string describe() const override {
@@ -293,7 +247,7 @@ class Advection final : public Named {
  public:
   explicit Advection(const ParameterValues& v)
       : Named(v),
-        nx_(v.integer("nx", 3, "an integer >= 3 (grid nodes)")),
+        nx_(static_cast<int>(v.integer("nx", 3, "an integer >= 3 (grid nodes)", kIntMax))),
         speed_(v.number("speed", "a finite number != 0")),
         methods_(Advection1D::parse_methods(v.text("integrator"))) {
     if (speed_ == 0) v.invalid("speed", "a finite number != 0");

@@ -28,6 +28,7 @@
 #include "weft/mgrit/problems/initial_guess.hpp"
 #include "weft/mgrit/result.hpp"
 #include "weft/mgrit/types.hpp"
+#include "weft/util/text_values.hpp"
 
 namespace weft::mgrit::problems {
 
@@ -43,26 +44,11 @@ struct CatalogueEntry;
 
 /// One problem's parameter values as text (given, else the defaults), with strict conversions
 /// whose errors name the parameter.
-class ParameterValues {
+class ParameterValues : public TextValues {
  public:
   /// Throws InvalidOption for a name the problem does not have.
-  ParameterValues(const CatalogueEntry& entry, const std::map<std::string, std::string>& given);
-  const std::string& text(const std::string& name) const;
-  bool given(const std::string& name) const {
-    const auto it = given_.find(name);
-    return it != given_.end() && it->second;
-  }
-  double number(const std::string& name, const std::string& accepted = "a finite number") const;
-  double positive(const std::string& name) const;  ///< finite and > 0
-  int integer(const std::string& name, int min, const std::string& accepted) const;
-  /// "'TEXT' is invalid (DETAIL); accepted: ACCEPTED" as an InvalidOption naming `name`.
-  [[noreturn]] void invalid(const std::string& name, const std::string& accepted,
-                            const std::string& detail = "") const;
-
- private:
-  std::string owner_;
-  std::map<std::string, std::string> text_;
-  std::map<std::string, bool> given_;
+  ParameterValues(const CatalogueEntry& entry, const std::map<std::string, std::string>& given,
+                  Spelling spell = {});
 };
 
 /// A parameter's value as the run summary reports it.

@@ -1,0 +1,77 @@
+#pragma once
+// A catalogue run described as text, as front ends take it (the flags of `weft mgrit`, keyword
+// arguments, a config file): the problem, its parameters and the shared settings below, each
+// value checked here. Errors are weft::InvalidOption naming the value (option() is its name);
+// the front end says how it spells names inside messages (RunText::spell).
+//
+// Shared settings (name: default): t0: 0, t1: 2, nt: 64, levels: 3, cf: 4, min_coarse: 2,
+// nrelax: 1, nrelax_coarsest (that level's nrelax), cwt: 1, skip and nested (the convention's),
+// cycle: V, tol: 1e-10, rtol: 0, tnorm: 2, max_iter: 100, init: zero, storage: all,
+// convention: pymgrit. cf, nrelax and cwt take one value or a comma list, one per level (the
+// last repeats). The defaults are PyMGRIT's heat reference run (docs/mgrit.md, §4) iterated to
+// the tolerance.
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/mgrit/options.hpp"
+#include "weft/mgrit/problems/catalogue.hpp"
+
+namespace weft::mgrit::problems {
+
+/// The shared settings with their default text, in the order front ends list them.
+const std::vector<std::pair<std::string, std::string>>& run_setting_defaults();
+/// The default text of shared setting `name` ("" where the default is derived).
+const std::string& run_setting_default(const std::string& name);
+
+struct RunText {
+  /// name -> text for the values given: "problem", the problem's parameters (a parameter of
+  /// another problem is refused) and the shared settings; "points" names where `points` came
+  /// from (a file), for messages.
+  std::map<std::string, std::string> values;
+  bool relax_only_coarsest = false;
+  bool no_residual = false;
+  bool reverse = false;
+  bool gradient = false;
+  /// Explicit coarse levels (fine indices per coarse level, checked by the front end that read
+  /// them); they fix the number of levels.
+  std::vector<std::vector<index_t>> points;
+  /// How the front end spells a name in messages (the CLI: "min_coarse" -> "--min-coarse").
+  TextValues::Spelling spell;
+};
+
+/// A checked run: the problem, the library's settings of the run, and the values as given (for
+/// reports).
+struct RunRequest {
+  std::string problem;
+  const CatalogueEntry* entry = nullptr;
+  std::shared_ptr<ModelProblem> instance;
+  std::string integrator;  ///< the integrator list as given (or defaulted)
+  RunSettings settings;    ///< record_solution and on_setup are the caller's to set
+
+  int levels = 3;
+  std::vector<int> cf, nrelax;
+  std::vector<double> cwt;
+  index_t min_coarse = 2;
+  std::optional<int> nrelax_coarsest;
+  bool relax_only_coarsest = false;
+  std::optional<bool> skip, nested;
+  Cycle cycle = Cycle::V;
+  double tol = 0, rtol = 0;
+  TemporalNorm tnorm = TemporalNorm::Two;
+  int max_iter = 100;
+  bool residual = true;
+  std::string init;  ///< the guess as given ("zero", "value:X", "random:SEED", "sequential")
+  Storage storage = Storage::All;
+  Convention convention = Convention::PyMGRIT;
+  bool reverse = false;
+};
+
+/// Checks every value of `text` and builds the run. Throws InvalidOption naming the value.
+RunRequest parse_run(const RunText& text);
+
+}  // namespace weft::mgrit::problems

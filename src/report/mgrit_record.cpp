@@ -1,0 +1,98 @@
+#include "weft/report/mgrit_record.hpp"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <variant>
+
+namespace weft::report {
+
+namespace pr = mgrit::problems;
+using json = nlohmann::json;
+
+namespace {
+
+json optional_json(const std::optional<double>& x) {
+  return x ? json(*x) : json(nullptr);
+}
+
+json options_json(const pr::RunRequest& run, const mgrit::Options& o, int built_levels,
+                  const std::string& points_source, int ranks) {
+  json j;
+  j["problem"] = run.problem;
+  j["integrator"] = run.integrator;
+  for (const auto& [name, value] : run.instance->parameters())
+    std::visit([&j, &name = name](const auto& v) { j[name] = v; }, value);
+  j["gradient"] = run.settings.gradient;
+  j["t0"] = run.settings.t0;
+  j["t1"] = run.settings.t1;
+  j["nt"] = run.settings.nt;
+  j["levels"] = run.levels;
+  json cf = json::array(), nrelax = json::array(), cwt = json::array();
+  for (int l = 0; l < built_levels; ++l) {
+    cf.push_back(o.cfactor_at(l));
+    nrelax.push_back(o.nrelax_at(l));
+    cwt.push_back(o.cweight_at(l));
+  }
+  j["cf"] = cf;
+  j["min_coarse"] = run.min_coarse;
+  j["nrelax"] = nrelax;
+  j["nrelax_coarsest"] = run.nrelax_coarsest ? json(*run.nrelax_coarsest) : json(nullptr);
+  j["cwt"] = cwt;
+  j["relax_only_coarsest"] = run.relax_only_coarsest;
+  const mgrit::InitialPhase phase = o.effective_initial_phase();
+  j["skip"] = phase == mgrit::InitialPhase::Skip;
+  j["nested"] = phase == mgrit::InitialPhase::Nested;
+  j["initial_phase"] = mgrit::to_string(phase);
+  j["cycle"] = mgrit::to_string(run.cycle);
+  j["tol"] = run.tol;
+  j["rtol"] = run.rtol;
+  j["tnorm"] = mgrit::to_string(run.tnorm);
+  j["max_iter"] = run.max_iter;
+  j["residual"] = run.residual;
+  j["init"] = run.init;
+  j["storage"] = mgrit::to_string(run.storage);
+  j["convention"] = mgrit::to_string(run.convention);
+  j["points"] = points_source.empty() ? json(nullptr) : json(points_source);
+  j["reverse"] = run.reverse;
+  j["final_sweep"] = mgrit::to_string(o.effective_final_sweep());
+  j["ranks"] = ranks;
+  return j;
+}
+
+}  // namespace
+
+std::string mgrit_run_record(const pr::RunRequest& run, const pr::RunSummary& sum,
+                             const std::string& points_source, int ranks) {
+  const mgrit::Options& o = sum.options;
+  json j;
+  j["problem"] = run.problem;
+  j["options"] = options_json(run, o, static_cast<int>(sum.intervals.size()), points_source, ranks);
+  j["levels"] = sum.intervals;
+  j["iterations"] = sum.result.iterations;
+  json residuals = json::array(), factors = json::array();
+  for (const auto& r : sum.result.residuals) residuals.push_back(optional_json(r));
+  for (const auto& f : sum.result.factors) factors.push_back(optional_json(f));
+  j["residuals"] = residuals;
+  j["factors"] = factors;
+  j["final_residual"] = optional_json(sum.result.final_residual());
+  j["converged"] = sum.result.converged;
+  j["timings"] = {{"setup_seconds", sum.setup},
+                  {"solve_seconds", sum.solve},
+                  {"step_seconds_max", sum.step},
+                  {"comm_seconds_max", sum.comm},
+                  {"other_seconds_max", sum.other}};
+  j["steps_per_level"] = sum.steps;
+  if (sum.objective) {
+    j["objective"] = *sum.objective;
+    j["gradient"] = *sum.gradient;
+    j["parameter"] = sum.parameter;
+    json adjoint = json::array();
+    for (const auto& r : sum.adjoint.residuals) adjoint.push_back(optional_json(r));
+    j["adjoint"] = {{"iterations", sum.adjoint.iterations},
+                    {"converged", sum.adjoint.converged},
+                    {"residuals", adjoint}};
+  }
+  return j.dump(2);
+}
+
+}  // namespace weft::report

@@ -1,0 +1,155 @@
+// A catalogue run described by text (weft/mgrit/problems/run_request.hpp): the defaults are the
+// PyMGRIT heat reference run; every bad value is an InvalidOption naming it, with other names
+// spelled as the front end spells them; explicit coarse levels are checked against the grid;
+// and the run's JSON record (weft/report/mgrit_record.hpp) holds what the run did.
+#include "weft/mgrit/problems/run_request.hpp"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "weft/report/mgrit_record.hpp"
+#include "weft/util/error.hpp"
+
+namespace weft::mgrit::problems {
+namespace {
+
+// "option NAME | DETAIL" of the error parse_run throws for `text`, or "no error".
+std::string error_of(RunText text) {
+  try {
+    parse_run(text);
+  } catch (const InvalidOption& e) {
+    return e.option() + " | " + e.detail();
+  }
+  return "no error";
+}
+
+RunText given(std::map<std::string, std::string> values) {
+  RunText t;
+  t.values = std::move(values);
+  return t;
+}
+
+TEST(RunRequest, TheDefaultsAreThePyMgritHeatReferenceIteratedToTheTolerance) {
+  RunRequest r = parse_run(RunText{});
+  EXPECT_EQ(r.problem, "heat1d");
+  EXPECT_EQ(r.integrator, "be");
+  EXPECT_EQ(r.settings.nt, 64);
+  EXPECT_EQ(r.levels, 3);
+  EXPECT_EQ(r.cf, (std::vector<int>{4}));
+  EXPECT_EQ(r.convention, Convention::PyMGRIT);
+  EXPECT_EQ(r.settings.options.effective_initial_phase(), InitialPhase::Nested);
+  r.settings.options.max_iterations(2);
+  const RunSummary sum = r.instance->run(r.settings, MPI_COMM_WORLD);
+  ASSERT_EQ(sum.result.residuals.size(), 2u);
+  EXPECT_NEAR(*sum.result.residuals[0], 2.676924665e-03, 5e-13);
+  EXPECT_NEAR(*sum.result.residuals[1], 1.805273368e-04, 5e-13);
+}
+
+TEST(RunRequest, PerLevelListsSkipAndConventionReachTheOptions) {
+  RunText t = given({{"problem", "dahlquist"},
+                     {"cf", "2,4"},
+                     {"nrelax", "0,1"},
+                     {"cwt", "1.5"},
+                     {"convention", "xbraid"},
+                     {"skip", "0"},
+                     {"tnorm", "inf"},
+                     {"storage", "cpoints"},
+                     {"init", "sequential"}});
+  t.reverse = true;
+  const RunRequest r = parse_run(t);
+  const Options& o = r.settings.options;
+  EXPECT_EQ(o.cfactor_at(0), 2);
+  EXPECT_EQ(o.cfactor_at(1), 4);
+  EXPECT_EQ(o.cfactor_at(2), 4) << "the last value repeats";
+  EXPECT_EQ(o.nrelax_at(0), 0);
+  EXPECT_EQ(o.nrelax_at(1), 1);
+  EXPECT_DOUBLE_EQ(o.cweight_at(2), 1.5);
+  EXPECT_EQ(o.effective_initial_phase(), InitialPhase::None) << "xbraid skips; skip 0 undoes it";
+  EXPECT_EQ(o.direction(), Direction::Reverse);
+  EXPECT_EQ(o.initial_guess(), mgrit::InitialGuess::Sequential);
+  EXPECT_DOUBLE_EQ(r.settings.t_start(), 2.0);
+}
+
+TEST(RunRequest, EveryBadValueIsNamedAndOtherNamesAreSpelledAsTheFrontEndSpellsThem) {
+  EXPECT_EQ(error_of(given({{"cf", "1"}})),
+            "cf | '1' is invalid; accepted: an integer >= 2, or a comma list of them, one per "
+            "level (at most levels values)");
+  RunText spelled = given({{"cf", "2,3,4,5"}});
+  spelled.spell = [](const std::string& name) { return "--" + name; };
+  EXPECT_EQ(error_of(spelled),
+            "cf | '2,3,4,5' is invalid (4 values for 3 levels); accepted: an integer >= 2, or a "
+            "comma list of them, one per level (at most --levels values)");
+  EXPECT_EQ(error_of(given({{"t1", "-1"}})),
+            "t1 | '-1' is invalid; accepted: a finite number > t0 (0); use reverse to solve "
+            "backward");
+  EXPECT_EQ(error_of(given({{"skip", "1"}, {"nested", "1"}})).rfind("nested | '1' is invalid", 0),
+            0u);
+  EXPECT_EQ(error_of(given({{"lambda", "2"}})),
+            "lambda | '2' is invalid (not used by problem heat1d); accepted: only with problem "
+            "dahlquist");
+  EXPECT_EQ(error_of(given({{"problem", "heat3d"}})).rfind("problem | 'heat3d' is invalid", 0), 0u);
+  EXPECT_EQ(error_of(given({{"tnorm", "3"}})), "tnorm | '3' is invalid; accepted: 1, 2, inf");
+  EXPECT_EQ(error_of(given({{"max_iter", "0"}})).rfind("max_iter | ", 0), 0u);
+  RunText gradient = given({{"problem", "linear"}});
+  gradient.gradient = true;
+  EXPECT_EQ(error_of(gradient).rfind("gradient | not available for problem linear", 0), 0u);
+  gradient.values["problem"] = "dahlquist";
+  gradient.reverse = true;
+  EXPECT_EQ(error_of(gradient).rfind("gradient | not with reverse", 0), 0u);
+  EXPECT_EQ(error_of(given({{"init", "bogus"}})).rfind("guess | ", 0), 0u)
+      << "the guess's own parser names it";
+}
+
+TEST(RunRequest, ExplicitCoarseLevelsAreCheckedAgainstTheGrid) {
+  RunText t = given({{"nt", "8"}, {"points", "levels.json"}});
+  t.points = {{0, 2, 4, 6, 8}, {0, 4, 8}};
+  const RunRequest r = parse_run(t);
+  EXPECT_EQ(r.levels, 3) << "the points fix the levels";
+  t.points = {{0, 4, 12}};
+  EXPECT_EQ(error_of(t),
+            "points | 'levels.json' is invalid (level 1: index 12 is outside [0, nt]); accepted: "
+            "per coarse level, strictly increasing fine indices in [0, nt], a subset of the level "
+            "above, containing the initial point");
+  t.points = {{2, 4}};
+  EXPECT_NE(error_of(t).find("level 1 lacks the initial point 0"), std::string::npos);
+  t.reverse = true;
+  t.points = {{0, 4}};
+  EXPECT_NE(error_of(t).find("lacks the initial point 8"), std::string::npos);
+  t.reverse = false;
+  t.values["levels"] = "2";
+  t.points = {{0, 4, 8}, {0, 8}};
+  EXPECT_NE(error_of(t).find("it gives 3 levels, levels is 2"), std::string::npos);
+}
+
+TEST(RunRequest, TheRecordHoldsWhatTheRunDid) {
+  RunText t = given({{"problem", "dahlquist"}, {"lambda", "-0.5"}, {"nt", "16"}, {"cf", "2"}});
+  t.gradient = true;
+  const RunRequest r = parse_run(t);
+  const RunSummary sum = r.instance->run(r.settings, MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;  // the summary is complete on rank 0
+  const nlohmann::json j = nlohmann::json::parse(report::mgrit_run_record(r, sum, "", 2));
+  EXPECT_EQ(j["problem"], "dahlquist");
+  EXPECT_EQ(j["options"]["lambda"], -0.5);
+  EXPECT_EQ(j["options"]["ranks"], 2);
+  EXPECT_TRUE(j["options"]["points"].is_null());
+  EXPECT_EQ(j["options"]["cf"].size(), sum.intervals.size());
+  EXPECT_EQ(j["levels"].get<std::vector<index_t>>(), sum.intervals);
+  ASSERT_EQ(j["residuals"].size(), sum.result.residuals.size());
+  for (std::size_t k = 0; k < sum.result.residuals.size(); ++k) {
+    if (!sum.result.residuals[k]) continue;
+    EXPECT_EQ(j["residuals"][k].get<double>(), *sum.result.residuals[k]);
+  }
+  EXPECT_EQ(j["objective"].get<double>(), *sum.objective);
+  EXPECT_EQ(j["gradient"].get<double>(), *sum.gradient);
+  EXPECT_EQ(j["parameter"], "lambda");
+  EXPECT_EQ(j["adjoint"]["iterations"], sum.adjoint.iterations);
+}
+
+}  // namespace
+}  // namespace weft::mgrit::problems
