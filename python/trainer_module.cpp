@@ -154,7 +154,9 @@ class PyTrainer {
             std::pair<double, double> normalization, const py::object& network)
       : agreement_(communicator_of(comm, "weft.Trainer")) {
     const MPI_Comm c = communicator_of(comm, "weft.Trainer");
-    const train::Normalization norm{normalization.first, normalization.second};
+    train::Normalization norm;
+    norm.mean = normalization.first;
+    norm.std = normalization.second;
     std::optional<nn::Network> net;
     if (has_network(network)) net = network_of(network, agreement_.failures());
     agreement_.run([&] {
@@ -199,7 +201,9 @@ py::tuple read_split(const std::string& folder, const std::string& split, std::i
     throw InvalidOption("weft.data.load_split", "split",
                         "'" + split + "' is invalid; accepted: train, test");
   const auto which = split == "train" ? data::Split::Train : data::Split::Test;
-  const data::ImageSet set = data::read_folder(folder, which, limit);
+  data::FolderOptions options;
+  options.limit = limit;
+  const data::ImageSet set = data::read_folder(folder, which, options);
   std::vector<std::int64_t> shape{set.count, set.channels};
   if (set.spatial_dims == 3) shape.push_back(set.depth);
   shape.insert(shape.end(), {set.rows, set.cols});
@@ -261,6 +265,7 @@ void bind_training(py::module_& m) {
       .def_readwrite("implicit_iterations", &ModelConfig::implicit_iterations)
       .def_readwrite("t_final", &ModelConfig::t_final)
       .def_readwrite("seed", &ModelConfig::seed)
+      .def_readwrite("classes", &ModelConfig::classes)
       .def("describe", [](const ModelConfig& c, std::int64_t rows, std::int64_t cols) {
         return train::describe(c, rows, cols);
       });

@@ -73,6 +73,43 @@ Recipe recipe_of(const std::string& model) {
 
 constexpr long long kMaxSteps = 1000000;
 
+// --data-format: "" (recognised by the folder's files) or a reader's name.
+std::string data_format_of(const std::string& text) {
+  if (text.empty()) return text;
+  const std::vector<std::string> names = {"idx", "idx-volumes", "cifar10", "cifar100"};
+  return names[parse_choice("--data-format", text, names)];
+}
+
+// --normalize: measured | none | MEAN,STD | M1..MC,S1..SC (an even count, stds > 0).
+std::vector<double> normalize_values_of(const std::string& text) {
+  const std::string accepted =
+      "measured, none, MEAN,STD or per channel M1,...,MC,S1,...,SC (standard deviations > 0)";
+  if (text == "measured" || text == "none") return {};
+  std::vector<double> values;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    try {
+      values.push_back(parse_number("--normalize", item, accepted));
+    } catch (const InvalidOption&) {
+      invalid_value("--normalize", text, accepted, "item '" + item + "'");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (values.size() < 2 || values.size() % 2 != 0)
+    invalid_value("--normalize", text, accepted, "an odd count of values");
+  for (std::size_t i = values.size() / 2; i < values.size(); ++i)
+    if (!(values[i] > 0)) invalid_value("--normalize", text, accepted);
+  return values;
+}
+
+std::string label_of(const std::string& text) {
+  const std::vector<std::string> labels = {"fine", "coarse"};
+  return labels[parse_choice("--label", text, labels)];
+}
+
 // 0 = one thread per core shared among the ranks (the default).
 long long parse_threads(const std::string& text) {
   return parse_integer("--threads", text, 0, "0 (cores / ranks) or an integer in [1, 1024]", 1024);
@@ -152,6 +189,13 @@ TrainConfig resolve_train(const Flags& f) {
   using D = TrainDefaults;
   TrainConfig c;
   c.data_dir = f.get("--data", D::data);
+  c.data_format = data_format_of(f.get("--data-format", ""));
+  c.label = label_of(f.get("--label", "fine"));
+  c.normalize = f.get("--normalize", "measured");
+  c.normalize_values = normalize_values_of(c.normalize);
+  if (!f.get("--normalize", "").empty() && !f.get("--resume", "").empty())
+    invalid_value("--normalize", c.normalize, "no --normalize with --resume",
+                  "the checkpoint's normalization is used");
   c.model.channels = static_cast<int>(parse_integer("--channels", f.get("--channels", D::channels),
                                                     1, "an integer in [1, 65536]", 65536));
   // Bounds far beyond any meaningful network; the memory estimate (training.cpp) does the rest.
@@ -293,6 +337,14 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
                      "shapes3d: the generated 3-D set, cached in $XDG_CACHE_HOME/weft or "
                      "~/.cache/weft (default {})",
                      D::data));
+  f->add(*cmd, "--data-format", "NAME",
+         "read --data as idx, idx-volumes, cifar10 or cifar100 (default: recognised by its files)");
+  f->add(*cmd, "--label", "fine|coarse",
+         "CIFAR-100: the 100 fine or the 20 coarse classes (default fine)");
+  f->add(*cmd, "--normalize", "measured|none|MEAN,STD|M1..MC,S1..SC",
+         "x' = (x - mean) / std of the pixels in [0, 1]: measured on the training set (per "
+         "channel for colour images), none, or given for all channels or per channel (default "
+         "measured)");
   f->add(*cmd, "--channels", "INT",
          fmt::format("channels C of the residual blocks (default {})", D::channels));
   f->add(*cmd, "--steps", "INT", fmt::format("residual steps N = layers (default {})", D::steps));
@@ -427,6 +479,10 @@ Subcommand add_eval_command(CLI::App& weft) {
   f->options.at("--resume")->required();
   f->add(*cmd, "--data", "DIR|shapes3d",
          fmt::format("MNIST-format data folder, or shapes3d (default {})", TrainDefaults::data));
+  f->add(*cmd, "--data-format", "NAME",
+         "read --data as idx, idx-volumes, cifar10 or cifar100 (default: recognised by its files)");
+  f->add(*cmd, "--label", "fine|coarse",
+         "CIFAR-100: the 100 fine or the 20 coarse classes (default fine)");
   f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
   f->add(*cmd, "--batch", "INT", "evaluation batch size (default 500)");
   f->add(*cmd, "--threads", "INT", "torch threads per rank; 0 = cores / ranks (default 0)");
@@ -436,6 +492,8 @@ Subcommand add_eval_command(CLI::App& weft) {
                       EvalConfig c;
                       c.resume_dir = f->get("--resume", "");
                       c.data_dir = f->get("--data", TrainDefaults::data);
+                      c.data_format = data_format_of(f->get("--data-format", ""));
+                      c.label = label_of(f->get("--label", "fine"));
                       c.test_size = parse_integer("--test-size", f->get("--test-size", "-1"), -1,
                                                   "-1 (all) or an integer >= 1", 1LL << 40);
                       if (c.test_size == 0)

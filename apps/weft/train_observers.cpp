@@ -70,9 +70,9 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
       : e.replicas > 1
           ? fmt::format("{} replicas x layer-parallel on {} rank(s)", e.replicas, e.layer_ranks)
           : fmt::format("layer-parallel on {} rank(s)", e.ranks);
-  std::printf("weft train: %s, %lld training / %lld test images %s from %s\n", mode.c_str(),
+  std::printf("weft train: %s, %lld training / %lld test images %s (%s) from %s\n", mode.c_str(),
               static_cast<long long>(e.train_examples), static_cast<long long>(e.test_examples),
-              data_.size.c_str(), data_.folder.c_str());
+              data_.size.c_str(), data_.reader.c_str(), data_.folder.c_str());
   std::printf("  model: %s\n", train::describe(c.model, data_.rows, data_.cols).c_str());
   std::printf("  training: %s lr %g%s%s, batch %lld, epochs %d (from %d), %d torch thread(s)\n",
               c.optimizer.c_str(), c.lr, c.lr_schedule == "cosine" ? " (cosine decay)" : "",
@@ -119,7 +119,9 @@ void MetricsFile::run_started(const train::RunStarted& e) {
 
 void MetricsFile::epoch_done(const train::EpochDone& e) {
   if (!out_.is_open()) return;
-  out_ << train::to_json(e.metrics) << "\n" << std::flush;
+  nlohmann::json line = nlohmann::json::parse(train::to_json(e.metrics));
+  line.update(data_);
+  out_ << line.dump() << "\n" << std::flush;
   if (!out_) throw BadData("cannot write --metrics file " + path_);
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "training.hpp"
 #include "weft/train/observer.hpp"
 
@@ -34,6 +36,7 @@ struct DataText {
   std::string size;    ///< "28x28", "16x16x16"
   std::string folder;  ///< where it was read
   std::int64_t rows = 0, cols = 0;
+  std::string reader;  ///< "idx, 10 classes", "cifar100 coarse labels, 20 classes"
 };
 
 /// The console on rank 0: the header, the progress bar (unless --no-progress), one line per
@@ -56,12 +59,15 @@ class ConsoleReport : public train::Observer {
 /// --metrics: one JSON line per epoch on rank 0, appended when the run resumes.
 class MetricsFile : public train::Observer {
  public:
-  explicit MetricsFile(std::string path) : path_(std::move(path)) {}
+  /// `data` (a JSON object) is added to every line: what the data is.
+  MetricsFile(std::string path, nlohmann::json data)
+      : path_(std::move(path)), data_(std::move(data)) {}
   void run_started(const train::RunStarted& e) override;
   void epoch_done(const train::EpochDone& e) override;
 
  private:
   std::string path_;
+  nlohmann::json data_;
   std::ofstream out_;
 };
 

@@ -33,16 +33,61 @@ namespace {
 
 using json = nlohmann::json;
 
+// How --data-format and --label read the folder.
+data::FolderOptions folder_options(const std::string& format, const std::string& label,
+                                   std::int64_t limit) {
+  data::FolderOptions o;
+  o.limit = limit;
+  if (!format.empty()) o.format = data::parse_folder_format(format);
+  o.label = label == "coarse" ? data::CifarLabel::Coarse : data::CifarLabel::Fine;
+  return o;
+}
+
 // data::read_folder, its errors about the folder itself naming the flag ("--data DIR is a file").
-data::ImageSet read_data(const std::string& dir, data::Split split, std::int64_t limit) {
+// --label coarse is for CIFAR-100 only.
+data::ImageSet read_data(const std::string& dir, data::Split split,
+                         const data::FolderOptions& options) {
+  const data::FolderFormat format =
+      options.format ? *options.format : data::detect_format(dir, split);
+  if (options.label == data::CifarLabel::Coarse && format != data::FolderFormat::Cifar100)
+    invalid_value("--label", "coarse", "fine, or coarse with CIFAR-100 data",
+                  "--data " + dir + " is " + data::to_string(format));
   try {
-    return data::read_folder(dir, split, limit);
+    return data::read_folder(dir, split, options);
   } catch (const BadData& e) {
     const std::string what = e.what();
     if (what.rfind(dir + " ", 0) == 0 || what.rfind(dir + ":", 0) == 0)
       throw BadData("--data " + what);
     throw;
   }
+}
+
+// --normalize for the training set `set`: measured (per channel for colour images), none, or
+// the values given (one pair, or one per channel).
+train::Normalization normalization_of(const TrainConfig& c, const data::ImageSet& set) {
+  if (c.normalize == "measured") return train::measure_normalization(set, set.channels > 1);
+  train::Normalization n;
+  if (c.normalize == "none") return n;
+  const std::vector<double>& v = c.normalize_values;
+  const std::size_t channels = v.size() / 2;
+  if (channels == 1) {
+    n.mean = v[0];
+    n.std = v[1];
+    return n;
+  }
+  if (static_cast<std::int64_t>(channels) != set.channels)
+    invalid_value(
+        "--normalize", c.normalize,
+        fmt::format("MEAN,STD or {} means and {} standard deviations", set.channels, set.channels),
+        fmt::format("{} channels given; the images have {}", channels, set.channels));
+  n.channel_mean.assign(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(channels));
+  n.channel_std.assign(v.begin() + static_cast<std::ptrdiff_t>(channels), v.end());
+  n.mean = n.std = 0;
+  for (std::size_t k = 0; k < channels; ++k) {
+    n.mean += n.channel_mean[k] / static_cast<double>(channels);
+    n.std += n.channel_std[k] / static_cast<double>(channels);
+  }
+  return n;
 }
 
 std::string stored_size_text(const train::ExampleShape& e) {
@@ -95,8 +140,10 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   // labels, and the batches must agree.
   data::ImageSet train_raw, test_raw;
   mpi::collectively(world, [&]() {
-    train_raw = read_data(c.data_dir, data::Split::Train, c.train_size);
-    test_raw = read_data(c.data_dir, data::Split::Test, c.test_size);
+    train_raw = read_data(c.data_dir, data::Split::Train,
+                          folder_options(c.data_format, c.label, c.train_size));
+    test_raw = read_data(c.data_dir, data::Split::Test,
+                         folder_options(c.data_format, c.label, c.test_size));
     if (size_text(test_raw) != size_text(train_raw))
       throw BadData(fmt::format("wrong image size: test images are {}, training images {}",
                                 size_text(test_raw), size_text(train_raw)));
@@ -105,18 +152,29 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
                                 size_text(train_raw), c.resume_dir,
                                 stored_size_text(stored->example)));
+    if (stored && stored->model.classes != train_raw.classes)
+      throw BadData(
+          fmt::format("--data {} has {} classes; the model of checkpoint {} classifies {}",
+                      c.data_dir, train_raw.classes, c.resume_dir, stored->model.classes));
+    c.model.classes = train_raw.classes;
     check_memory(c, train_raw, test_raw, ranks);
   });
-  const train::Normalization norm =
-      stored ? stored->normalization : train::measure_normalization(train_raw);
+  const std::string format =
+      data::to_string(c.data_format.empty() ? data::detect_format(c.data_dir)
+                                            : data::parse_folder_format(c.data_format));
+  const std::string reader = fmt::format(
+      "{}{}, {} classes", format, c.label == "coarse" ? " coarse labels" : "", train_raw.classes);
+  const train::Normalization norm = stored ? stored->normalization : normalization_of(c, train_raw);
   auto train_data = train::TensorSource::from_images(train_raw, norm);
   auto test_data = train::TensorSource::from_images(test_raw, norm);
 
   train::Trainer trainer(static_cast<const train::TrainerOptions&>(c), train_data, test_data,
                          world);
   trainer.add_observer(std::make_shared<ConsoleReport>(
-      c, DataText{size_text(train_raw), c.data_dir, train_raw.rows, train_raw.cols}));
-  if (!c.metrics_path.empty()) trainer.add_observer(std::make_shared<MetricsFile>(c.metrics_path));
+      c, DataText{size_text(train_raw), c.data_dir, train_raw.rows, train_raw.cols, reader}));
+  if (!c.metrics_path.empty())
+    trainer.add_observer(std::make_shared<MetricsFile>(
+        c.metrics_path, json{{"data_format", format}, {"classes", train_raw.classes}}));
   try {
     trainer.fit();
   } catch (const train::Diverged& e) {
@@ -138,7 +196,11 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   mpi::collectively(comm, [&]() { info = train::read_checkpoint_info(c.resume_dir); });
   const std::string dir = data_folder(c.data_dir, comm);
   mpi::collectively(comm, [&]() {
-    raw = read_data(dir, data::Split::Test, c.test_size);
+    raw = read_data(dir, data::Split::Test, folder_options(c.data_format, c.label, c.test_size));
+    if (raw.classes != info.model.classes)
+      throw BadData(
+          fmt::format("--data {} has {} classes; the model of checkpoint {} classifies {}", dir,
+                      raw.classes, c.resume_dir, info.model.classes));
     if (!same_size(info.example, raw) ||
         (train::model_kind(info.model).spatial_dims == 3) != (raw.spatial_dims == 3))
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
@@ -174,7 +236,8 @@ std::vector<std::int64_t> training_example_shape(const TrainConfig& c) {
     const std::int64_t n = data::Shapes3dSpec{}.size;
     return {1, n, n, n};
   }
-  const data::ImageSet one = read_data(c.data_dir, data::Split::Train, 1);
+  const data::ImageSet one =
+      read_data(c.data_dir, data::Split::Train, folder_options(c.data_format, c.label, 1));
   return one.spatial_dims == 3
              ? std::vector<std::int64_t>{one.channels, one.depth, one.rows, one.cols}
              : std::vector<std::int64_t>{one.channels, one.rows, one.cols};

@@ -19,6 +19,12 @@ using train::ModelConfig;
 /// outputs, and which flags were given.
 struct TrainConfig : train::TrainerOptions {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data_format;     ///< --data-format: "" = recognised by the folder's files
+  std::string label = "fine";  ///< --label (CIFAR-100)
+  /// --normalize: "measured" (on the training set, per channel for colour images), "none", or
+  /// the values: MEAN,STD for every channel, or M1..MC,S1..SC per channel.
+  std::string normalize = "measured";
+  std::vector<double> normalize_values;
   std::int64_t train_size = -1;  ///< -1: the whole training set
   std::int64_t test_size = -1;
   std::string metrics_path;
@@ -31,6 +37,8 @@ struct TrainConfig : train::TrainerOptions {
 struct EvalConfig {
   std::string resume_dir;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data_format;
+  std::string label = "fine";
   std::int64_t test_size = -1;
   std::int64_t batch = 500;
   int threads = 0;

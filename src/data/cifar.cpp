@@ -75,6 +75,7 @@ ImageSet read_cifar(const std::string& dir, CifarVersion version, Split split,
   set.rows = set.cols = kCifarSide;
   const std::int64_t record = cifar_record_bytes(version);
   const int classes = cifar_classes(version, options.label);
+  set.classes = classes;
   // CIFAR-100: byte 0 is the coarse label, byte 1 the fine one.
   const std::int64_t label_at =
       version == CifarVersion::Cifar100 && options.label == CifarLabel::Fine ? 1 : 0;

@@ -24,6 +24,14 @@ std::string to_string(FolderFormat format) {
   return "unknown";
 }
 
+FolderFormat parse_folder_format(const std::string& name) {
+  for (const FolderFormat f :
+       {FolderFormat::Idx, FolderFormat::IdxVolumes, FolderFormat::Cifar10, FolderFormat::Cifar100})
+    if (name == to_string(f)) return f;
+  throw InvalidOption("data folder", "format",
+                      "'" + name + "' is invalid; accepted: idx, idx-volumes, cifar10, cifar100");
+}
+
 FolderFormat detect_format(const std::string& dir, Split split) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
@@ -37,30 +45,24 @@ FolderFormat detect_format(const std::string& dir, Split split) {
   return FolderFormat::Idx;
 }
 
-ImageSet read_folder(const std::string& dir, Split split, std::int64_t limit) {
+ImageSet read_folder(const std::string& dir, Split split, const FolderOptions& options) {
   const std::string which = split == Split::Train ? "training" : "test";
-  switch (detect_format(dir, split)) {
-    case FolderFormat::Cifar10: {
-      CifarOptions cifar;
-      cifar.limit = limit;
-      ImageSet set = read_cifar(dir, CifarVersion::Cifar10, split, cifar);
-      if (set.count == 0) throw BadData(dir + ": the " + which + " set is empty");
-      return set;
-    }
-    case FolderFormat::Cifar100:
-      throw BadData(dir +
-                    " holds CIFAR-100 (train.bin, test.bin): its 100 or 20 classes are more than "
-                    "the 10 weft train's models classify; accepted: CIFAR-10 or MNIST-format "
-                    "sets");
-    case FolderFormat::Idx:
-    case FolderFormat::IdxVolumes:
-      break;
+  const FolderFormat format = options.format ? *options.format : detect_format(dir, split);
+  if (format == FolderFormat::Cifar10 || format == FolderFormat::Cifar100) {
+    CifarOptions cifar;
+    cifar.limit = options.limit;
+    cifar.label = options.label;
+    const auto version =
+        format == FolderFormat::Cifar10 ? CifarVersion::Cifar10 : CifarVersion::Cifar100;
+    ImageSet set = read_cifar(dir, version, split, cifar);
+    if (set.count == 0) throw BadData(dir + ": the " + which + " set is empty");
+    return set;
   }
-  IdxOptions options;
-  options.limit = limit;
-  options.spatial_dims = detect_format(dir, split) == FolderFormat::IdxVolumes ? 3 : 2;
-  const std::string images = (fs::path(dir) / images_file(split, options.spatial_dims)).string();
-  ImageSet set = load_idx(images, (fs::path(dir) / labels_file(split)).string(), options);
+  IdxOptions idx;
+  idx.limit = options.limit;
+  idx.spatial_dims = format == FolderFormat::IdxVolumes ? 3 : 2;
+  const std::string images = (fs::path(dir) / images_file(split, idx.spatial_dims)).string();
+  ImageSet set = load_idx(images, (fs::path(dir) / labels_file(split)).string(), idx);
   if (set.count == 0)
     throw BadData("the " + which + " set is empty: " + images + "[.gz] holds no images");
   return set;

@@ -162,6 +162,7 @@ ImageSet image_shape(const IdxFile& f, const IdxOptions& o) {
   const bool volume = o.spatial_dims == 3;
   const std::size_t first = volume ? 2 : 1;  // of rows
   s.spatial_dims = o.spatial_dims;
+  s.classes = o.num_classes;
   s.count = f.dim(0);
   s.depth = volume ? f.dim(1) : 1;
   s.rows = f.dim(first);

@@ -48,10 +48,16 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
     info.example.depth = image.value("depth", std::int64_t{1});
     info.example.channels = image.value("channels", std::int64_t{1});  // older: one channel
     info.epoch = meta.at("epoch").get<int>();
-    info.normalization.mean = meta.at("normalization").at("mean").get<double>();
-    info.normalization.std = meta.at("normalization").at("std").get<double>();
+    info.normalization = normalization_from_json(meta.at("normalization"));
+    if (info.normalization.per_channel() &&
+        static_cast<std::int64_t>(info.normalization.channel_mean.size()) != info.example.channels)
+      throw BadData("checkpoint " + dir + ": the normalization has " +
+                    std::to_string(info.normalization.channel_mean.size()) +
+                    " channels, the examples " + std::to_string(info.example.channels));
     info.optimizer = meta.at("optimizer").get<std::string>();
   } catch (const json::exception& e) {
+    throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
+  } catch (const std::domain_error& e) {
     throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
   }
   return info;

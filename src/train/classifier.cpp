@@ -25,7 +25,7 @@ void check_finite(double loss) {
 Classifier::Classifier(const ModelConfig& m, const std::vector<std::int64_t>& example_shape,
                        MPI_Comm comm, MPI_Comm data, bool serial,
                        const nn::LayerParallelOptions& options)
-    : comm_(comm), serial_(serial) {
+    : comm_(comm), serial_(serial), classes_(m.classes) {
   if (is_recurrent(m)) {
     recurrent_ = models::SequenceClassifier(
         comm, sequence_classifier_spec(m, example_shape, options, serial));
@@ -35,9 +35,9 @@ Classifier::Classifier(const ModelConfig& m, const std::vector<std::int64_t>& ex
   build(build_network(m, example_shape), data, options);
 }
 
-Classifier::Classifier(const nn::Network& network, MPI_Comm comm, MPI_Comm data, bool serial,
-                       const nn::LayerParallelOptions& options)
-    : comm_(comm), serial_(serial) {
+Classifier::Classifier(const nn::Network& network, int classes, MPI_Comm comm, MPI_Comm data,
+                       bool serial, const nn::LayerParallelOptions& options)
+    : comm_(comm), serial_(serial), classes_(classes) {
   build(network, data, options);
 }
 
@@ -180,7 +180,7 @@ void Classifier::average_gradients() {
 
 Evaluation evaluate(Classifier& model, const DataSource& test, std::int64_t batch, MPI_Comm world,
                     MPI_Comm data) {
-  constexpr int kClasses = 10;
+  const int kClasses = model.classes();
   const int replicas = data == MPI_COMM_NULL ? 1 : mpi::size(data);
   const int replica = data == MPI_COMM_NULL ? 0 : mpi::rank(data);
   Evaluation out;

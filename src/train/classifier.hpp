@@ -30,9 +30,12 @@ class Classifier {
  public:
   Classifier(const ModelConfig& m, const std::vector<std::int64_t>& example_shape, MPI_Comm comm,
              MPI_Comm data, bool serial, const nn::LayerParallelOptions& options);
-  /// A network of the user's own (layer-parallel over `comm`, or sequential when serial).
-  Classifier(const nn::Network& network, MPI_Comm comm, MPI_Comm data, bool serial,
+  /// A network of the user's own (layer-parallel over `comm`, or sequential when serial) whose
+  /// close layer gives `classes` logits.
+  Classifier(const nn::Network& network, int classes, MPI_Comm comm, MPI_Comm data, bool serial,
              const nn::LayerParallelOptions& options);
+  /// The logits per example (the model's classes).
+  int classes() const { return classes_; }
   /// Random streams continue from batch `b` (resume).
   void set_batch_index(std::int64_t b);
   torch::nn::Module& module();
@@ -59,6 +62,7 @@ class Classifier {
   MPI_Comm comm_;
   MPI_Comm data_ = MPI_COMM_NULL;
   bool serial_;
+  int classes_ = 10;
   nn::SequentialNetwork sequential_{nullptr};
   nn::LayerParallel parallel_{nullptr};
   models::SequenceClassifier recurrent_{nullptr};

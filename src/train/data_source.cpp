@@ -2,6 +2,7 @@
 #include "weft/train/data_source.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -25,8 +26,28 @@ TensorSource::TensorSource(torch::Tensor inputs, torch::Tensor labels, Normaliza
 std::shared_ptr<TensorSource> TensorSource::from_images(const data::ImageSet& set,
                                                         const Normalization& norm) {
   if (set.count == 0) throw BadData("data set is empty");
-  std::vector<float> pixels =
-      data::to_float(set, static_cast<float>(norm.mean), static_cast<float>(norm.std));
+  std::vector<float> pixels;
+  if (!norm.per_channel()) {
+    pixels = data::to_float(set, static_cast<float>(norm.mean), static_cast<float>(norm.std));
+  } else {
+    if (static_cast<std::int64_t>(norm.channel_mean.size()) != set.channels ||
+        norm.channel_std.size() != norm.channel_mean.size())
+      throw BadData("normalization of " + std::to_string(norm.channel_mean.size()) +
+                    " channels for images of " + std::to_string(set.channels));
+    // to_float's formula, one table of the 256 values per channel.
+    std::vector<std::array<float, 256>> tables(norm.channel_mean.size());
+    for (std::size_t c = 0; c < tables.size(); ++c) {
+      const auto mean = static_cast<float>(norm.channel_mean[c]);
+      const auto std = static_cast<float>(norm.channel_std[c]);
+      if (!(std > 0.0f)) throw BadData("normalization: channel " + std::to_string(c) + " std <= 0");
+      for (std::size_t v = 0; v < 256; ++v)
+        tables[c][v] = (static_cast<float>(v) / 255.0f - mean) / std;
+    }
+    pixels.resize(set.pixels.size());
+    const auto plane = static_cast<std::size_t>(set.image_size() / set.channels);
+    for (std::size_t i = 0; i < pixels.size(); ++i)
+      pixels[i] = tables[(i / plane) % tables.size()][set.pixels[i]];
+  }
   std::vector<std::int64_t> labels = data::labels_as_int64(set);
   const std::vector<std::int64_t> shape =
       set.spatial_dims == 3
@@ -54,7 +75,7 @@ Batch TensorSource::range(std::int64_t begin, std::int64_t end) const {
   return {inputs_.slice(0, begin, end), labels_.slice(0, begin, end)};
 }
 
-Normalization measure_normalization(const data::ImageSet& set) {
+Normalization measure_normalization(const data::ImageSet& set, bool per_channel) {
   double sum = 0, sq = 0;
   for (std::uint8_t p : set.pixels) {
     const double v = p / 255.0;
@@ -65,6 +86,24 @@ Normalization measure_normalization(const data::ImageSet& set) {
   Normalization norm;
   norm.mean = sum / n;
   norm.std = std::sqrt(std::max(1e-12, sq / n - norm.mean * norm.mean));
+  if (!per_channel || set.channels < 2) return norm;
+  const auto channels = static_cast<std::size_t>(set.channels);
+  const auto plane = static_cast<std::size_t>(set.image_size() / set.channels);
+  std::vector<double> sums(channels, 0.0), squares(channels, 0.0);
+  for (std::size_t i = 0; i < set.pixels.size(); ++i) {
+    const double v = set.pixels[i] / 255.0;
+    sums[(i / plane) % channels] += v;
+    squares[(i / plane) % channels] += v * v;
+  }
+  const double per = std::max<double>(1.0, n / static_cast<double>(channels));
+  norm.mean = norm.std = 0;
+  for (std::size_t c = 0; c < channels; ++c) {
+    const double mean = sums[c] / per;
+    norm.channel_mean.push_back(mean);
+    norm.channel_std.push_back(std::sqrt(std::max(1e-12, squares[c] / per - mean * mean)));
+    norm.mean += mean / static_cast<double>(channels);
+    norm.std += norm.channel_std.back() / static_cast<double>(channels);
+  }
   return norm;
 }
 

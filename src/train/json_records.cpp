@@ -1,11 +1,15 @@
 #include "json_records.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace weft::train {
 
 using json = nlohmann::json;
 
 json model_json(const ModelConfig& m) {
   json j = {{"kind", m.kind}, {"T", m.t_final}, {"seed", m.seed}};
+  if (m.classes != 10) j["classes"] = m.classes;  // checkpoints without it have 10
   if (is_custom(m)) return j;
   if (is_recurrent(m)) {
     j["hidden"] = m.hidden;
@@ -35,6 +39,7 @@ ModelConfig model_from_json(const json& j) {
   m.kind = j.value("kind", std::string("resnet"));  // checkpoints from before stages existed
   m.t_final = j.at("T").get<double>();
   m.seed = j.at("seed").get<std::uint64_t>();
+  m.classes = j.value("classes", 10);
   if (is_custom(m)) return m;
   if (is_recurrent(m)) {
     m.hidden = j.at("hidden").get<std::int64_t>();
@@ -55,6 +60,32 @@ ModelConfig model_from_json(const json& j) {
     m.open = j.at("open").get<std::string>();
   }
   return m;
+}
+
+json normalization_json(const Normalization& n) {
+  if (n.per_channel()) return {{"mean", n.channel_mean}, {"std", n.channel_std}};
+  return {{"mean", n.mean}, {"std", n.std}};
+}
+
+Normalization normalization_from_json(const json& j) {
+  Normalization n;
+  if (j.at("mean").is_array()) {
+    n.channel_mean = j.at("mean").get<std::vector<double>>();
+    n.channel_std = j.at("std").get<std::vector<double>>();
+    if (n.channel_mean.empty() || n.channel_mean.size() != n.channel_std.size())
+      throw std::domain_error("normalization: mean and std of unequal lengths");
+    n.mean = n.std = 0;
+    for (std::size_t c = 0; c < n.channel_mean.size(); ++c) {
+      n.mean += n.channel_mean[c] / static_cast<double>(n.channel_mean.size());
+      n.std += n.channel_std[c] / static_cast<double>(n.channel_std.size());
+    }
+  } else {
+    n.mean = j.at("mean").get<double>();
+    n.std = j.at("std").get<double>();
+  }
+  for (std::size_t c = 0; c < std::max<std::size_t>(1, n.channel_std.size()); ++c)
+    if (!(n.std_of(c) > 0)) throw std::domain_error("normalization: std must be > 0");
+  return n;
 }
 
 json example_json(const ExampleShape& e) {
@@ -115,7 +146,7 @@ std::string checkpoint_metadata(const ModelConfig& model, const ExampleShape& ex
   const json meta = {{"model", model_json(model)},
                      {"image", example_json(example)},
                      {"epoch", epoch},
-                     {"normalization", {{"mean", normalization.mean}, {"std", normalization.std}}},
+                     {"normalization", normalization_json(normalization)},
                      {"optimizer", optimizer},
                      {"metrics", metrics_json(metrics)}};
   return meta.dump();

@@ -15,6 +15,10 @@ nlohmann::json model_json(const ModelConfig& m);
 ModelConfig model_from_json(const nlohmann::json& j);
 /// rows, cols, and depth for volumes.
 nlohmann::json example_json(const ExampleShape& e);
+/// {"mean": m, "std": s}, or per channel {"mean": [...], "std": [...]}.
+nlohmann::json normalization_json(const Normalization& n);
+/// Throws json exceptions for missing fields, std::domain_error for invalid values.
+Normalization normalization_from_json(const nlohmann::json& j);
 nlohmann::json metrics_json(const EpochMetrics& m);
 
 /// The metadata a Trainer writes with each checkpoint.

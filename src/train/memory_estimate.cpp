@@ -19,7 +19,7 @@ MemoryEstimate estimate_memory(const TrainerOptions& o, const std::vector<std::i
   // The rank with the most layers holds at least ceil(N / P) of them (replicated models: all).
   const double layers =
       chain > 0 ? std::ceil(static_cast<double>(chain) / parts) : static_cast<double>(chain < 0);
-  const ParameterCount p = kind.parameters(o.model, shape, classes);
+  const ParameterCount p = kind.parameters(o.model, shape, classes > 0 ? classes : o.model.classes);
   const double share = chain > 0
                            ? static_cast<double>(p.chain) * layers / static_cast<double>(chain)
                            : static_cast<double>(p.chain);

@@ -22,14 +22,14 @@ std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols)
   if (is_recurrent(m))
     return fmt::format(
         "{} {} layer(s), hidden {}, {}, over the image as a sequence of {} ({} steps of {}); "
-        "coarse input {}; close linear({}->10) on the final hidden state; seed {}",
+        "coarse input {}; close linear({}->{}) on the final hidden state; seed {}",
         m.kind, m.rnn_layers, m.hidden,
         m.implicit_step > 0 ? fmt::format("implicit cell (backward Euler, step {}, {} fixed-point "
                                           "iteration(s))",
                                           m.implicit_step, m.implicit_iterations)
                             : std::string("torch's cell"),
         m.sequence, m.sequence == "rows" ? rows : rows * cols, m.sequence == "rows" ? cols : 1,
-        m.coarse_input, m.hidden, m.seed);
+        m.coarse_input, m.hidden, m.classes, m.seed);
   if (is_staged(m)) {
     const char* conv = model_kind(m).spatial_dims == 3 ? "conv3x3x3" : "conv3x3";
     std::string text = m.kind;
@@ -40,13 +40,14 @@ std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols)
                           m.batchnorm ? "-BN" : "", m.stage_channels[s]);
     return text + fmt::format(
                       "; transitions {} stride 2{}-ReLU; close global pooling-"
-                      "linear({}->10); T {} per stage; seed {}",
-                      conv, m.batchnorm ? "-BN" : "", m.stage_channels.back(), m.t_final, m.seed);
+                      "linear({}->{}); T {} per stage; seed {}",
+                      conv, m.batchnorm ? "-BN" : "", m.stage_channels.back(), m.classes, m.t_final,
+                      m.seed);
   }
   return fmt::format(
       "open {}, {} steps of conv3x3-ReLU-conv3x3-ReLU at {} channels, T {}, close "
-      "linear({}->32)-ReLU-linear(32->10); seed {}",
-      m.open, m.steps, m.channels, m.t_final, m.channels * rows * cols, m.seed);
+      "linear({}->32)-ReLU-linear(32->{}); seed {}",
+      m.open, m.steps, m.channels, m.t_final, m.channels * rows * cols, m.classes, m.seed);
 }
 
 }  // namespace weft::train

@@ -23,6 +23,7 @@ nn::Network resnet(const ModelConfig& m, const Shape& shape) {
   spec.height = shape[shape.size() - 2];
   spec.width = shape.back();
   spec.seed = m.seed;
+  spec.classes = m.classes;
   return models::image_resnet(spec);
 }
 
@@ -39,6 +40,7 @@ nn::Network stages(const ModelConfig& m, const Shape& shape) {
   spec.height = shape[shape.size() - 2];
   spec.width = shape.back();
   spec.seed = m.seed;
+  spec.classes = m.classes;
   return models::stages_net(spec);
 }
 
@@ -91,6 +93,7 @@ models::SequenceClassifierSpec sequence_classifier_spec(const ModelConfig& m,
   spec.height = shape[shape.size() - 2];
   spec.width = shape.back();
   spec.seed = m.seed;
+  spec.classes = m.classes;
   spec.solver = solver;
   spec.coarse_input = m.coarse_input == "mean" ? nn::CoarseInput::Mean : nn::CoarseInput::Start;
   spec.implicit_step = m.implicit_step;

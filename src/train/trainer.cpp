@@ -187,7 +187,8 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
     s.comm = s.agree = MPI_COMM_SELF;
     if (!s.active) return;
   }
-  s.model = network ? std::make_unique<Classifier>(*network, s.comm, s.data, o.serial, o.parallel)
+  s.model = network ? std::make_unique<Classifier>(*network, o.model.classes, s.comm, s.data,
+                                                   o.serial, o.parallel)
                     : std::make_unique<Classifier>(o.model, s.train->example_shape(), s.comm,
                                                    s.data, o.serial, o.parallel);
   s.optimizer = make_optimizer(o, s.model->module());
@@ -445,7 +446,7 @@ Evaluation evaluate_stored(const std::string& dir, const nn::Network* network,
   });
   const auto exact = nn::LayerParallelOptions::exact();
   Classifier model =
-      network ? Classifier(*network, comm, MPI_COMM_NULL, false, exact)
+      network ? Classifier(*network, info.model.classes, comm, MPI_COMM_NULL, false, exact)
               : Classifier(info.model, data.example_shape(), comm, MPI_COMM_NULL, false, exact);
   mpi::collectively(
       comm, [&] { nn::load_checkpoint(dir, model.checkpoint_comm(), model.module(), nullptr); });

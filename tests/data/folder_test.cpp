@@ -57,7 +57,10 @@ TEST(Folder, IdxImagesAreTheDefaultLayout) {
   EXPECT_EQ(read.count, 3);
   EXPECT_EQ(read.pixels, set.pixels);
   EXPECT_EQ(read.labels, set.labels);
-  EXPECT_EQ(weft::data::read_folder(dir.string(), Split::Train, 2).count, 2);
+  weft::data::FolderOptions two;
+  two.limit = 2;
+  EXPECT_EQ(weft::data::read_folder(dir.string(), Split::Train, two).count, 2);
+  EXPECT_EQ(read.classes, 10);
 }
 
 TEST(Folder, VolumesAndCifarAreRecognisedByTheirFiles) {
@@ -84,7 +87,15 @@ TEST(Folder, VolumesAndCifarAreRecognisedByTheirFiles) {
   weft::data::write_generated_cifar(cifar100.string(), weft::data::CifarVersion::Cifar100, 1, 1, 4,
                                     5);
   EXPECT_EQ(weft::data::detect_format(cifar100.string()), FolderFormat::Cifar100);
-  EXPECT_NE(error_of(cifar100.string(), Split::Train).find("holds CIFAR-100"), std::string::npos);
+  const ImageSet fine = weft::data::read_folder(cifar100.string(), Split::Train);
+  EXPECT_EQ(fine.classes, 100);
+  EXPECT_EQ(fine.labels, (std::vector<std::uint8_t>{0, 1, 2, 3}));
+  weft::data::FolderOptions coarse;
+  coarse.label = weft::data::CifarLabel::Coarse;
+  const ImageSet twenty = weft::data::read_folder(cifar100.string(), Split::Train, coarse);
+  EXPECT_EQ(twenty.classes, 20);
+  EXPECT_EQ(twenty.labels, (std::vector<std::uint8_t>{0, 0, 0, 0})) << "fine / 5";
+  EXPECT_EQ(rgb.classes, 10);
 }
 
 TEST(Folder, ErrorsNameTheFolderOrTheFile) {
@@ -95,6 +106,18 @@ TEST(Folder, ErrorsNameTheFolderOrTheFile) {
             std::string::npos);
   const std::string missing = error_of((dir / "missing").string(), Split::Train);
   EXPECT_NE(missing.find("train-images-idx3-ubyte"), std::string::npos) << missing;
+  // A format given instead of detected: the reader's own files are missing.
+  const fs::path cifar = fresh_dir("forced");
+  weft::data::write_generated_cifar(cifar.string(), weft::data::CifarVersion::Cifar10, 1, 1, 2, 1);
+  weft::data::FolderOptions idx;
+  idx.format = weft::data::parse_folder_format("idx");
+  try {
+    weft::data::read_folder(cifar.string(), Split::Train, idx);
+    ADD_FAILURE() << "read IDX files from a CIFAR folder";
+  } catch (const weft::BadData& e) {
+    EXPECT_NE(std::string(e.what()).find("train-images-idx3-ubyte"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(weft::data::parse_folder_format("jpeg"), weft::InvalidOption);
 }
 
 // The cached generated set: written once, reused as it is, regenerated when a file is damaged,

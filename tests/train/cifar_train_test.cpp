@@ -1,8 +1,9 @@
 // End-to-end on CIFAR-10's published binary layout: `weft data cifar10` writes a small
 // generated set that `weft train --data DIR` recognises by its files and trains on (RGB: the
 // open layer takes 3 channels) at 2 ranks, exact mode equal to --serial, multilevel, with a
-// checkpoint `weft eval` reads; models that cannot take the data, a CIFAR-100 folder and a
-// damaged file are one line each.
+// checkpoint `weft eval` reads; CIFAR-100 on its fine or coarse labels (the model's classes
+// follow the data and its checkpoint keeps them); models that cannot take the data, flags that
+// do not fit it and a damaged file are one line each.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -70,11 +71,39 @@ TEST(CifarTrain, DataTheModelsCannotTakeIsOneLineNamingTheProblem) {
   };
   one_line("--model gru --data " + c10.string(), 2, "reads one-channel images");
   one_line("--open copy --data " + c10.string(), 2, "option --open: 'copy' repeats one channel");
-  const fs::path c100 = generated(dir, "cifar100", "--classes 5 --per-class 2 --test-per-class 1");
-  one_line("--data " + c100.string(), 1, "CIFAR-100");
+  one_line("--label coarse --data " + c10.string(), 2, "option --label: 'coarse' is invalid");
+  one_line("--data-format idx --data " + c10.string(), 1, "train-images-idx3-ubyte");
+  one_line("--data-format png --data " + c10.string(), 2, "option --data-format");
+  one_line("--normalize 0.5,0.5,0.25 --data " + c10.string(), 2, "an odd count of values");
+  one_line("--normalize 0.5,0.5,0.25,0.25 --data " + c10.string(), 2,
+           "2 channels given; the images have 3");
+  one_line("--normalize 0.5,0 --data " + c10.string(), 2, "option --normalize");
+  one_line("--normalize none --resume " + (dir / "nothing").string() + " --data " + c10.string(), 2,
+           "the checkpoint's normalization is used");
   // A test file cut short inside a record: named, with the record size.
   fs::resize_file(c10 / "test_batch.bin", fs::file_size(c10 / "test_batch.bin") - 100);
   one_line("--data " + c10.string(), 1, "test_batch.bin: holds");
+}
+
+TEST(CifarTrain, Cifar100TrainsOnFineOrCoarseLabelsAndItsCheckpointKeepsTheClasses) {
+  const fs::path dir = work_dir();
+  const fs::path c100 = generated(dir, "cifar100", "--classes 10 --per-class 4 --test-per-class 1");
+  const std::string d = "--data " + c100.string() + " ";
+  const std::string ck = (dir / "ck100").string();
+  const auto coarse = train(2, kTiny + d + "--label coarse --checkpoint " + ck, dir, "coarse");
+  ASSERT_EQ(coarse.size(), 1u);
+  EXPECT_EQ(coarse[0]["data_format"], "cifar100");
+  EXPECT_EQ(coarse[0]["classes"], 20);
+  const auto fine = train(2, kTiny + d + "--normalize 0.5,0.45,0.4,0.25,0.25,0.3", dir, "fine");
+  ASSERT_EQ(fine.size(), 1u);
+  EXPECT_EQ(fine[0]["classes"], 100);
+  const Outcome ev = weft(0, "eval --resume " + ck + " --label coarse " + d, dir);
+  EXPECT_EQ(ev.code, 0) << ev.out << ev.err;
+  EXPECT_NE(ev.out.find("10 test images"), std::string::npos) << ev.out;
+  const Outcome other = weft(0, "eval --resume " + ck + " " + d, dir);
+  EXPECT_EQ(other.code, 1) << other.out << other.err;
+  EXPECT_NE(other.err.find("has 100 classes; the model of checkpoint"), std::string::npos)
+      << other.err;
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "expect.hpp"
+#include "weft/train/checkpoint_info.hpp"
+#include "weft/train/data_source.hpp"
 #include "weft/train/memory_estimate.hpp"
 #include "weft/train/model_registry.hpp"
 #include "weft/train/model_zoo.hpp"
@@ -198,6 +200,52 @@ TEST(Trainer, CheckpointEvaluatesAlikeAtAnotherRankCount) {
     expect_relative(one.loss, here.loss, 1e-5, "loss on one rank");
     EXPECT_EQ(one.confusion, here.confusion);
   }
+}
+
+// Colour images normalized per channel: each channel of the examples has mean 0 and standard
+// deviation 1 (one pair for all channels leaves the channels apart), and the checkpoint keeps
+// the per-channel figures.
+TEST(DataSource, PerChannelNormalizationIsMeasuredAppliedAndStored) {
+  weft::data::ImageSet set;
+  set.count = 16;
+  set.channels = 3;
+  set.rows = set.cols = 4;
+  set.classes = 3;
+  for (std::int64_t n = 0; n < set.count; ++n) {
+    for (std::int64_t c = 0; c < 3; ++c)
+      for (std::int64_t p = 0; p < 16; ++p)  // channel c: values around 40 + 80 c
+        set.pixels.push_back(
+            static_cast<std::uint8_t>(40 + 80 * c + (n * 7 + p * 3) % (20 + 10 * c)));
+    set.labels.push_back(static_cast<std::uint8_t>(n % 3));
+  }
+  const train::Normalization per = train::measure_normalization(set, true);
+  ASSERT_TRUE(per.per_channel());
+  ASSERT_EQ(per.channel_mean.size(), 3u);
+  EXPECT_LT(per.channel_mean[0], per.channel_mean[1]);
+  EXPECT_LT(per.channel_mean[1], per.channel_mean[2]);
+  const torch::Tensor x = train::TensorSource::from_images(set, per)->range(0, 16).inputs;
+  for (std::int64_t c = 0; c < 3; ++c) {
+    const torch::Tensor channel = x.select(1, c).to(torch::kFloat64);
+    EXPECT_NEAR(channel.mean().item<double>(), 0.0, 1e-5) << "channel " << c;
+    EXPECT_NEAR(channel.std(/*unbiased=*/false).item<double>(), 1.0, 1e-4) << "channel " << c;
+  }
+  const train::Normalization one = train::measure_normalization(set, false);
+  EXPECT_FALSE(one.per_channel());
+  const torch::Tensor y = train::TensorSource::from_images(set, one)->range(0, 16).inputs;
+  EXPECT_NEAR(y.mean().item<double>(), 0.0, 1e-5);
+  EXPECT_LT(y.select(1, 0).mean().item<double>(), -0.5) << "the channels stay apart";
+
+  train::TrainerOptions o = small_options();
+  o.epochs = 1;
+  o.model.classes = 3;
+  o.checkpoint_dir = shared_folder("per_channel");
+  auto data = train::TensorSource::from_images(set, per);
+  train::Trainer(o, data, data, MPI_COMM_WORLD).fit();
+  const train::CheckpointInfo info = train::read_checkpoint_info(o.checkpoint_dir);
+  EXPECT_EQ(info.normalization.channel_mean, per.channel_mean);
+  EXPECT_EQ(info.normalization.channel_std, per.channel_std);
+  EXPECT_EQ(info.model.classes, 3);
+  EXPECT_EQ(info.example.channels, 3);
 }
 
 TEST(Trainer, NetworkOfTheUsersOwnTrainsLikeTheZoosModel) {

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include <optional>
+
+#include "weft/data/cifar.hpp"
 #include "weft/data/idx.hpp"
 
 namespace weft::data {
@@ -18,14 +21,21 @@ enum class FolderFormat {
 
 /// "idx", "idx-volumes", "cifar10", "cifar100": the reader's name in headers and metrics.
 std::string to_string(FolderFormat format);
+/// The format named `name` (to_string's names). Throws InvalidOption("data folder", "format").
+FolderFormat parse_folder_format(const std::string& name);
+
+struct FolderOptions {
+  std::int64_t limit = -1;              ///< read only the first `limit` examples (negative: all)
+  CifarLabel label = CifarLabel::Fine;  ///< CIFAR-100: fine (100 classes) or coarse (20) labels
+  std::optional<FolderFormat> format;   ///< read as this format instead of detecting it
+};
 
 /// The format of `dir` by its files (CIFAR by its binaries, IDX volumes by the volume file of
 /// `split`, IDX images otherwise). Throws BadData when `dir` is a file.
 FolderFormat detect_format(const std::string& dir, Split split = Split::Train);
 
-/// Split `split` of `dir` in its detected format, at most `limit` examples (negative: all). Throws
-/// BadData naming the file for a set that is damaged or empty, and for CIFAR-100 (whose 100 or
-/// 20 classes the image models of weft::train, which classify 10, cannot take).
-ImageSet read_folder(const std::string& dir, Split split, std::int64_t limit = -1);
+/// Split `split` of `dir` in its detected (or given) format; ImageSet::classes tells the labels'
+/// range. Throws BadData naming the file for a set that is missing, damaged or empty.
+ImageSet read_folder(const std::string& dir, Split split, const FolderOptions& options = {});
 
 }  // namespace weft::data

@@ -22,6 +22,7 @@ struct ImageSet {
   std::int64_t depth = 1;     ///< slices of a volume; 1 for 2-D images
   std::int64_t channels = 1;  ///< colour channels (3 for CIFAR's RGB), slowest within an image
   int spatial_dims = 2;       ///< 2: images (idx3 files), 3: volumes (idx4 files)
+  int classes = 10;           ///< labels are 0..classes-1 (what the reader checked them against)
   /// Values per image: channels * depth * rows * cols.
   std::int64_t image_size() const { return channels * depth * rows * cols; }
   std::vector<std::uint8_t> pixels;

@@ -3,15 +3,24 @@
 // model, the examples it takes, the epoch, the data normalization and the optimizer.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "weft/train/model_config.hpp"
 
 namespace weft::train {
 
 /// The per-pixel normalization x' = (x - mean) / std applied to the data (stored so that a
-/// resumed run and an evaluation normalize as the training did).
+/// resumed run and an evaluation normalize as the training did): one mean and std for every
+/// channel, or, when `channel_mean` is not empty, one per channel (channel_mean[c],
+/// channel_std[c]; then `mean` and `std` are their averages, for reports).
 struct Normalization {
   double mean = 0, std = 1;
+  std::vector<double> channel_mean, channel_std;
+
+  bool per_channel() const { return !channel_mean.empty(); }
+  /// Channel c's (mean, std).
+  double mean_of(std::size_t c) const { return per_channel() ? channel_mean.at(c) : mean; }
+  double std_of(std::size_t c) const { return per_channel() ? channel_std.at(c) : std; }
 };
 
 /// The shape of one example: rows x cols images, or depth x rows x cols volumes.

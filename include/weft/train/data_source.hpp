@@ -55,8 +55,9 @@ class TensorSource : public DataSource {
   Normalization normalization_;
 };
 
-/// The mean and standard deviation of the pixels of `set` (scaled to [0, 1]).
-Normalization measure_normalization(const data::ImageSet& set);
+/// The mean and standard deviation of the pixels of `set` (scaled to [0, 1]); with
+/// `per_channel` and several channels, one pair per channel (CIFAR's recipes normalize so).
+Normalization measure_normalization(const data::ImageSet& set, bool per_channel = false);
 
 /// The example shape of `source` as checkpoints describe it.
 ExampleShape example_shape_of(const DataSource& source);

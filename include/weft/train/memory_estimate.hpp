@@ -19,7 +19,8 @@ struct MemoryEstimate {
 
 /// A lower bound for a run of `options` (model, batch, eval_batch, optimizer, serial) at `ranks`
 /// layer-parallel ranks on data sets of `train_examples` and `test_examples` examples of
-/// `example_shape` ([channels, (depth,) rows, cols]) with `classes` classes. The model's
+/// `example_shape` ([channels, (depth,) rows, cols]) with the model's classes (`classes` when
+/// > 0 overrides ModelConfig::classes). The model's
 /// parameters come from its registry entry (ModelKind::parameters): its chain's share for the
 /// rank with the most layers, with the open and close layers; states are counted at the
 /// full-resolution state of ModelKind::state_channels. Refusing a run on it is safe: the run
@@ -27,6 +28,6 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const TrainerOptions& options,
                                const std::vector<std::int64_t>& example_shape,
                                std::int64_t train_examples, std::int64_t test_examples, int ranks,
-                               std::int64_t classes = 10);
+                               std::int64_t classes = 0);
 
 }  // namespace weft::train

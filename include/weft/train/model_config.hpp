@@ -30,6 +30,7 @@ struct ModelConfig {
   double implicit_step = 0.0;          ///< 0: torch's cell; > 0: the implicit cell's Δt
   int implicit_iterations = 3;         ///< fixed-point iterations of the implicit cell
   // all
+  int classes = 10;      ///< logits of the close layer: the data set's classes
   double t_final = 1.0;  ///< T (per stage for stages)
   std::uint64_t seed = 1;
 };
