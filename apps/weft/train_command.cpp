@@ -191,6 +191,10 @@ TrainConfig resolve_train(const Flags& f) {
   c.data_dir = f.get("--data", D::data);
   c.data_format = data_format_of(f.get("--data-format", ""));
   c.label = label_of(f.get("--label", "fine"));
+  const std::vector<std::string> augments = {"auto", "none", "crop-flip"};
+  c.augment = augments[parse_choice("--augment", f.get("--augment", "auto"), augments)];
+  c.crop_padding =
+      parse_integer("--crop-padding", f.get("--crop-padding", "4"), 0, "an integer in [0, 64]", 64);
   c.normalize = f.get("--normalize", "measured");
   c.normalize_values = normalize_values_of(c.normalize);
   if (!f.get("--normalize", "").empty() && !f.get("--resume", "").empty())
@@ -341,6 +345,11 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
          "read --data as idx, idx-volumes, cifar10 or cifar100 (default: recognised by its files)");
   f->add(*cmd, "--label", "fine|coarse",
          "CIFAR-100: the 100 fine or the 20 coarse classes (default fine)");
+  f->add(*cmd, "--augment", "auto|none|crop-flip",
+         "training images: a random crop of the image padded by --crop-padding and a horizontal "
+         "flip, drawn per seed, epoch and image; auto = crop-flip for CIFAR, none otherwise "
+         "(default auto)");
+  f->add(*cmd, "--crop-padding", "INT", "pixels of padding for --augment crop-flip (default 4)");
   f->add(*cmd, "--normalize", "measured|none|MEAN,STD|M1..MC,S1..SC",
          "x' = (x - mean) / std of the pixels in [0, 1]: measured on the training set (per "
          "channel for colour images), none, or given for all channels or per channel (default "

@@ -74,6 +74,8 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
               static_cast<long long>(e.train_examples), static_cast<long long>(e.test_examples),
               data_.size.c_str(), data_.reader.c_str(), data_.folder.c_str());
   std::printf("  model: %s\n", train::describe(c.model, data_.rows, data_.cols).c_str());
+  if (data_.augmentation != "none")
+    std::printf("  augmentation: %s (per seed, epoch and image)\n", data_.augmentation.c_str());
   std::printf("  training: %s lr %g%s%s, batch %lld, epochs %d (from %d), %d torch thread(s)\n",
               c.optimizer.c_str(), c.lr, c.lr_schedule == "cosine" ? " (cosine decay)" : "",
               c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",

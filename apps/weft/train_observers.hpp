@@ -37,6 +37,7 @@ struct DataText {
   std::string folder;  ///< where it was read
   std::int64_t rows = 0, cols = 0;
   std::string reader;  ///< "idx, 10 classes", "cifar100 coarse labels, 20 classes"
+  std::string augmentation = "none";
 };
 
 /// The console on rank 0: the header, the progress bar (unless --no-progress), one line per

@@ -21,6 +21,7 @@
 #include "train_observers.hpp"
 #include "weft/data/folder.hpp"
 #include "weft/data/shapes3d_cache.hpp"
+#include "weft/train/augmentation.hpp"
 #include "weft/train/checkpoint_info.hpp"
 #include "weft/train/model_registry.hpp"
 #include "weft/train/model_zoo.hpp"
@@ -165,16 +166,38 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   const std::string reader = fmt::format(
       "{}{}, {} classes", format, c.label == "coarse" ? " coarse labels" : "", train_raw.classes);
   const train::Normalization norm = stored ? stored->normalization : normalization_of(c, train_raw);
-  auto train_data = train::TensorSource::from_images(train_raw, norm);
+  std::shared_ptr<const train::DataSource> train_data =
+      train::TensorSource::from_images(train_raw, norm);
+  train::Augmentation augmentation;
+  const bool colour_set = format == "cifar10" || format == "cifar100";
+  if (c.augment == "crop-flip" || (c.augment == "auto" && colour_set)) {
+    if (train_raw.spatial_dims == 3)
+      invalid_value("--augment", c.augment, "none with volumes", "crop-flip augments images");
+    const std::int64_t most = std::min(train_raw.rows, train_raw.cols) - 1;
+    if (c.crop_padding > most)
+      invalid_value("--crop-padding", std::to_string(c.crop_padding),
+                    fmt::format("an integer in [0, {}] (less than the {} images)", most,
+                                size_text(train_raw)));
+    augmentation.padding = c.crop_padding;
+    augmentation.seed = c.model.seed;
+    train_data = std::make_shared<train::AugmentedSource>(train_data, augmentation);
+  } else {
+    augmentation.padding = 0;
+    augmentation.flip = false;
+  }
   auto test_data = train::TensorSource::from_images(test_raw, norm);
 
   train::Trainer trainer(static_cast<const train::TrainerOptions&>(c), train_data, test_data,
                          world);
   trainer.add_observer(std::make_shared<ConsoleReport>(
-      c, DataText{size_text(train_raw), c.data_dir, train_raw.rows, train_raw.cols, reader}));
+      c, DataText{size_text(train_raw), c.data_dir, train_raw.rows, train_raw.cols, reader,
+                  augmentation.describe()}));
   if (!c.metrics_path.empty())
     trainer.add_observer(std::make_shared<MetricsFile>(
-        c.metrics_path, json{{"data_format", format}, {"classes", train_raw.classes}}));
+        c.metrics_path, json{{"data_format", format},
+                             {"augment", augmentation.active() ? "crop-flip" : "none"},
+                             {"crop_padding", augmentation.padding},
+                             {"classes", train_raw.classes}}));
   try {
     trainer.fit();
   } catch (const train::Diverged& e) {

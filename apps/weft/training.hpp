@@ -24,6 +24,9 @@ struct TrainConfig : train::TrainerOptions {
   /// --normalize: "measured" (on the training set, per channel for colour images), "none", or
   /// the values: MEAN,STD for every channel, or M1..MC,S1..SC per channel.
   std::string normalize = "measured";
+  /// --augment: auto (crop-flip for CIFAR, none otherwise), none, crop-flip; --crop-padding.
+  std::string augment = "auto";
+  std::int64_t crop_padding = 4;
   std::vector<double> normalize_values;
   std::int64_t train_size = -1;  ///< -1: the whole training set
   std::int64_t test_size = -1;

@@ -43,6 +43,13 @@ TEST(CifarTrain, Cifar10TrainsLayerParallelExactlyAsSerialAndEvaluatesItsCheckpo
   ASSERT_EQ(exact.size(), 1u);
   const auto serial = train(1, kTiny + d + "--serial", dir, "serial");
   ASSERT_EQ(serial.size(), 1u);
+  // CIFAR is augmented by default: the same draws at every rank count and replica split.
+  EXPECT_EQ(serial[0]["augment"], "crop-flip");
+  EXPECT_EQ(serial[0]["crop_padding"], 4);
+  const auto replicas = train(2, kTiny + d + "--data-ranks 2", dir, "replicas");
+  ASSERT_EQ(replicas.size(), 1u);
+  weft::train_test::expect_relative(replicas[0]["train_loss"], serial[0]["train_loss"], 1e-4,
+                                    "train loss, 2 replicas against --serial");
   weft::train_test::expect_relative(exact[0]["train_loss"], serial[0]["train_loss"], 1e-4,
                                     "train loss, exact mode against --serial");
   weft::train_test::expect_relative(exact[0]["test_loss"], serial[0]["test_loss"], 1e-4,
@@ -74,6 +81,7 @@ TEST(CifarTrain, DataTheModelsCannotTakeIsOneLineNamingTheProblem) {
   one_line("--label coarse --data " + c10.string(), 2, "option --label: 'coarse' is invalid");
   one_line("--data-format idx --data " + c10.string(), 1, "train-images-idx3-ubyte");
   one_line("--data-format png --data " + c10.string(), 2, "option --data-format");
+  one_line("--crop-padding 32 --data " + c10.string(), 2, "an integer in [0, 31]");
   one_line("--normalize 0.5,0.5,0.25 --data " + c10.string(), 2, "an odd count of values");
   one_line("--normalize 0.5,0.5,0.25,0.25 --data " + c10.string(), 2,
            "2 channels given; the images have 3");

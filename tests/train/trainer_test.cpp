@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "expect.hpp"
+#include "weft/train/augmentation.hpp"
 #include "weft/train/checkpoint_info.hpp"
 #include "weft/train/data_source.hpp"
 #include "weft/train/memory_estimate.hpp"
@@ -246,6 +247,43 @@ TEST(DataSource, PerChannelNormalizationIsMeasuredAppliedAndStored) {
   EXPECT_EQ(info.normalization.channel_std, per.channel_std);
   EXPECT_EQ(info.model.classes, 3);
   EXPECT_EQ(info.example.channels, 3);
+}
+
+// Crop and flip: each example's draw depends on (seed, epoch, index) only, not on the batch it
+// is in; the result is the crop of the black-padded image, flipped; evaluation is untouched.
+TEST(Augmentation, EachExampleIsTheCropOfItsPaddedImageDrawnFromSeedEpochAndIndex) {
+  const torch::Tensor x = torch::arange(16 * 2 * 6 * 6, torch::kFloat32).view({16, 2, 6, 6}) + 1;
+  auto base = std::make_shared<train::TensorSource>(x, torch::arange(16, torch::kInt64) % 3);
+  train::Augmentation a;
+  a.padding = 2;
+  a.seed = 7;
+  const train::AugmentedSource source(base, a);
+  const torch::Tensor all = torch::arange(16, torch::kInt64);
+  const torch::Tensor batch = source.examples(all, 3).inputs;
+  int flips = 0, shifts = 0, changed_by_epoch = 0;
+  for (std::int64_t i = 0; i < 16; ++i) {
+    const auto d = source.draw(i, 3);
+    EXPECT_LE(std::abs(d.dy), 2);
+    EXPECT_LE(std::abs(d.dx), 2);
+    flips += d.flip;
+    shifts += d.dy != 0 || d.dx != 0;
+    const auto e = source.draw(i, 4);
+    changed_by_epoch += e.dy != d.dy || e.dx != d.dx || e.flip != d.flip;
+    // The expected image: pad with black (0: the source is not normalized), crop, flip.
+    const torch::Tensor padded = torch::constant_pad_nd(x[i], {2, 2, 2, 2}, 0.0);
+    torch::Tensor want = padded.slice(1, 2 + d.dy, 2 + d.dy + 6).slice(2, 2 + d.dx, 2 + d.dx + 6);
+    if (d.flip) want = want.flip({2});
+    EXPECT_TRUE(torch::equal(batch[i], want)) << "example " << i;
+    // The same example alone, or in another batch, is drawn alike.
+    const torch::Tensor alone = source.examples(torch::tensor({i}, torch::kInt64), 3).inputs;
+    EXPECT_TRUE(torch::equal(alone[0], batch[i])) << "example " << i;
+  }
+  EXPECT_GT(flips, 2);
+  EXPECT_GT(shifts, 8);
+  EXPECT_GT(changed_by_epoch, 8);
+  EXPECT_TRUE(torch::equal(source.range(0, 16).inputs, x)) << "evaluation is not augmented";
+  a.padding = 6;
+  EXPECT_THROW(train::AugmentedSource(base, a), weft::InvalidOption);
 }
 
 TEST(Trainer, NetworkOfTheUsersOwnTrainsLikeTheZoosModel) {
