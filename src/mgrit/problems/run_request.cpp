@@ -166,13 +166,15 @@ RunRequest parse_run(const RunText& text) {
   RunRequest r;
   parse_problem(text, r);
   std::map<std::string, std::string> shared;
-  for (const auto& [name, value] : text.values)
+  for (const auto& given : text.values) {
+    const std::string& name = given.first;  // (a structured binding cannot be captured in C++17)
     if (name != "problem" && name != "points" && name != "record_solution" &&
         std::none_of(catalogue().begin(), catalogue().end(), [&](const CatalogueEntry& e) {
           return std::any_of(e.parameters.begin(), e.parameters.end(),
                              [&](const Parameter& p) { return name == p.name; });
         }))
-      shared[name] = value;
+      shared[name] = given.second;
+  }
   std::vector<std::pair<std::string, std::string>> fallbacks = run_setting_defaults();
   fallbacks.emplace_back("points", text.values.count("points") ? text.values.at("points") : "");
   if (text.values.count("points")) shared["points"] = text.values.at("points");
