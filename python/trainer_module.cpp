@@ -257,6 +257,7 @@ void bind_training(py::module_& m) {
       .def_readwrite("stage_steps", &ModelConfig::stage_steps)
       .def_readwrite("batchnorm", &ModelConfig::batchnorm)
       .def_readwrite("dropout", &ModelConfig::dropout)
+      .def_readwrite("stem", &ModelConfig::stem)
       .def_readwrite("hidden", &ModelConfig::hidden)
       .def_readwrite("rnn_layers", &ModelConfig::rnn_layers)
       .def_readwrite("sequence", &ModelConfig::sequence)

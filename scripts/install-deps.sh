@@ -8,6 +8,7 @@ packages=(
   libtorch-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
+  libjpeg62-turbo-dev libpng-dev  # image-folder readers (weft/data/image_codec.hpp)
   petsc-dev
   dataset-fashion-mnist
   python3-dev python3-torch pybind11-dev python3-mpi4py python3-pytest python3-numpy

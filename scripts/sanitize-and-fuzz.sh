@@ -18,7 +18,7 @@ tests=(weft_util_test weft_agree_test weft_mgrit_test weft_solver_test weft_pymg
        weft_nn_stages_test weft_nn_spatial_test weft_nn_recurrent_test
        weft_nn_predict_schedule_test weft_models_stages_net_test
        weft_models_sequence_classifier_test weft_trainer_test)
-fuzzers=(idx cifar checkpoint)
+fuzzers=(idx cifar image checkpoint)
 # A test program added to the suite must be added here too (or the comment above must say why).
 registered=$(grep -ho 'weft_add_test(NAME [a-z0-9_]*' tests/*/CMakeLists.txt | awk '{print $2}' | sort)
 if [[ "$registered" != "$(printf '%s\n' "${tests[@]}" | sort)" ]]; then

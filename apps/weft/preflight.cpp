@@ -111,6 +111,7 @@ void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::st
   differs("--stage-steps", list(c.model.stage_steps), list(stored.stage_steps));
   differs("--batchnorm", c.model.batchnorm ? "1" : "0", stored.batchnorm ? "1" : "0");
   differs("--dropout", number_text(c.model.dropout), number_text(stored.dropout));
+  differs("--stem", c.model.stem, stored.stem);
   differs("--channels", std::to_string(c.model.channels), std::to_string(stored.channels));
   differs("--steps", std::to_string(c.model.steps), std::to_string(stored.steps));
   differs("--T", number_text(c.model.t_final), number_text(stored.t_final));

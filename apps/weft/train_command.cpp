@@ -76,7 +76,8 @@ constexpr long long kMaxSteps = 1000000;
 // --data-format: "" (recognised by the folder's files) or a reader's name.
 std::string data_format_of(const std::string& text) {
   if (text.empty()) return text;
-  const std::vector<std::string> names = {"idx", "idx-volumes", "cifar10", "cifar100"};
+  const std::vector<std::string> names = {"idx",      "idx-volumes",   "cifar10",
+                                          "cifar100", "tiny-imagenet", "folder"};
   return names[parse_choice("--data-format", text, names)];
 }
 
@@ -195,6 +196,10 @@ TrainConfig resolve_train(const Flags& f) {
   c.augment = augments[parse_choice("--augment", f.get("--augment", "auto"), augments)];
   c.crop_padding =
       parse_integer("--crop-padding", f.get("--crop-padding", "4"), 0, "an integer in [0, 64]", 64);
+  c.image_size = f.get("--image-size", "").empty()
+                     ? 0
+                     : parse_integer("--image-size", f.get("--image-size", ""), 8,
+                                     "an integer in [8, 1024]", 1024);
   c.normalize = f.get("--normalize", "measured");
   c.normalize_values = normalize_values_of(c.normalize);
   if (!f.get("--normalize", "").empty() && !f.get("--resume", "").empty())
@@ -209,18 +214,40 @@ TrainConfig resolve_train(const Flags& f) {
   if (!(c.model.t_final > 0)) invalid_value("--T", f.get("--T", D::T), "a number > 0");
   const std::vector<std::string> kinds = train::model_kind_names();
   c.model.kind = kinds[parse_choice("--model", f.get("--model", D::model), kinds)];
+  // --preset tiny-imagenet: TorchBraid's Tiny-ImageNet network as the defaults of the stages flags.
+  const std::vector<std::string> presets = {"none", "tiny-imagenet"};
+  const std::string preset = presets[parse_choice("--preset", f.get("--preset", "none"), presets)];
+  if (preset != "none" && c.model.kind != "stages")
+    invalid_value("--preset", preset, "none, or tiny-imagenet with --model stages",
+                  "--model is " + c.model.kind);
+  const train::ModelConfig tiny = train::tiny_imagenet_stages();
+  auto list_text = [](const std::vector<std::int64_t>& v) {
+    std::string text;
+    for (std::int64_t x : v) text += (text.empty() ? "" : ",") + std::to_string(x);
+    return text;
+  };
+  const bool preset_on = preset == "tiny-imagenet";
+  const std::string channels_default =
+      preset_on ? list_text(tiny.stage_channels) : D::stage_channels;
+  const std::string steps_default = preset_on ? list_text(tiny.stage_steps) : D::stage_steps;
   const auto stage_channels = parse_int_list(
-      "--stage-channels", f.get("--stage-channels", D::stage_channels), 1, "integers >= 1");
+      "--stage-channels", f.get("--stage-channels", channels_default), 1, "integers >= 1");
   const auto stage_steps =
-      parse_int_list("--stage-steps", f.get("--stage-steps", D::stage_steps), 1, "integers >= 1");
+      parse_int_list("--stage-steps", f.get("--stage-steps", steps_default), 1, "integers >= 1");
+  const std::vector<std::string> stems = {"conv", "imagenet"};
+  c.model.stem =
+      stems[parse_choice("--stem", f.get("--stem", preset_on ? tiny.stem : "conv"), stems)];
+  if (c.model.stem == "imagenet" && c.model.kind != "stages")
+    invalid_value("--stem", c.model.stem, "conv, or imagenet with --model stages",
+                  "--model is " + c.model.kind);
   if (stage_channels.size() != stage_steps.size())
-    invalid_value("--stage-steps", f.get("--stage-steps", D::stage_steps),
+    invalid_value("--stage-steps", f.get("--stage-steps", steps_default),
                   "one value per stage of --stage-channels",
                   std::to_string(stage_steps.size()) + " values for " +
                       std::to_string(stage_channels.size()) + " stages");
   for (std::int64_t ch : stage_channels)
     if (ch > 4096)
-      invalid_value("--stage-channels", f.get("--stage-channels", D::stage_channels),
+      invalid_value("--stage-channels", f.get("--stage-channels", channels_default),
                     "integers in 1..4096");
   c.model.stage_channels.assign(stage_channels.begin(), stage_channels.end());
   c.model.stage_steps.assign(stage_steps.begin(), stage_steps.end());
@@ -234,6 +261,7 @@ TrainConfig resolve_train(const Flags& f) {
                         {"--stage-steps", "stage_steps"},
                         {"--batchnorm", "batchnorm"},
                         {"--dropout", "dropout"},
+                        {"--stem", "stem"},
                         {"--channels", "channels"},
                         {"--steps", "steps"},
                         {"--open", "open"}});
@@ -300,8 +328,10 @@ TrainConfig resolve_train(const Flags& f) {
   for (const char* flag :
        {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer", "--model",
         "--stage-channels", "--stage-steps", "--batchnorm", "--dropout", "--hidden", "--rnn-layers",
-        "--sequence", "--coarse-input", "--implicit-step", "--implicit-iterations"})
+        "--sequence", "--coarse-input", "--implicit-step", "--implicit-iterations", "--stem"})
     if (f.options.at(flag)->count() > 0) c.given.insert(flag);
+  if (f.options.at("--preset")->count() > 0)  // it gives the stages flags' values
+    c.given.insert({"--stage-channels", "--stage-steps", "--stem"});
   c.serial = f.serial;
   c.progress = !f.no_progress;
   c.metrics_path = f.get("--metrics", "");
@@ -342,12 +372,17 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
                      "~/.cache/weft (default {})",
                      D::data));
   f->add(*cmd, "--data-format", "NAME",
-         "read --data as idx, idx-volumes, cifar10 or cifar100 (default: recognised by its files)");
+         "read --data as idx, idx-volumes, cifar10, cifar100, tiny-imagenet or folder (default: "
+         "recognised by its files)");
   f->add(*cmd, "--label", "fine|coarse",
          "CIFAR-100: the 100 fine or the 20 coarse classes (default fine)");
+  f->add(*cmd, "--image-size", "S",
+         "tiny-imagenet and folder data: images are scaled so that their shorter side is S and "
+         "the centre S x S cropped (default 64)");
   f->add(*cmd, "--augment", "auto|none|crop-flip",
          "training images: a random crop of the image padded by --crop-padding and a horizontal "
-         "flip, drawn per seed, epoch and image; auto = crop-flip for CIFAR, none otherwise "
+         "flip, drawn per seed, epoch and image; auto = crop-flip for CIFAR, tiny-imagenet and "
+         "folder data, none otherwise "
          "(default auto)");
   f->add(*cmd, "--crop-padding", "INT", "pixels of padding for --augment crop-flip (default 4)");
   f->add(*cmd, "--normalize", "measured|none|MEAN,STD|M1..MC,S1..SC",
@@ -382,6 +417,13 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
   f->add(*cmd, "--implicit-iterations", "K",
          fmt::format("gru/lstm: fixed-point iterations of the implicit cell (default {})",
                      D::implicit_iterations));
+  f->add(*cmd, "--preset", "none|tiny-imagenet",
+         "stages: tiny-imagenet = TorchBraid's Tiny-ImageNet network for 64x64 RGB images: "
+         "--stage-channels 64,128,256,512 --stage-steps 3,3,3,3 --stem imagenet unless given "
+         "(default none)");
+  f->add(*cmd, "--stem", "conv|imagenet",
+         "stages: the open layer, conv3x3 (conv) or conv7x7 stride 2 + max pool stride 2 "
+         "(imagenet: states 4x smaller per side than the images) (default conv)");
   f->add(*cmd, "--stage-channels", "INT,INT...",
          fmt::format("stages: channels of each stage (default {})", D::stage_channels));
   f->add(*cmd, "--stage-steps", "INT,INT...",
@@ -489,7 +531,8 @@ Subcommand add_eval_command(CLI::App& weft) {
   f->add(*cmd, "--data", "DIR|shapes3d",
          fmt::format("MNIST-format data folder, or shapes3d (default {})", TrainDefaults::data));
   f->add(*cmd, "--data-format", "NAME",
-         "read --data as idx, idx-volumes, cifar10 or cifar100 (default: recognised by its files)");
+         "read --data as idx, idx-volumes, cifar10, cifar100, tiny-imagenet or folder (default: "
+         "recognised by its files)");
   f->add(*cmd, "--label", "fine|coarse",
          "CIFAR-100: the 100 fine or the 20 coarse classes (default fine)");
   f->add(*cmd, "--test-size", "INT", "test images to use (default all)");

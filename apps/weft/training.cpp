@@ -34,27 +34,49 @@ namespace {
 
 using json = nlohmann::json;
 
-// How --data-format and --label read the folder.
+// How --data-format, --label and --image-size read the folder.
 data::FolderOptions folder_options(const std::string& format, const std::string& label,
-                                   std::int64_t limit) {
+                                   std::int64_t limit, std::int64_t image_side = 0) {
   data::FolderOptions o;
   o.limit = limit;
   if (!format.empty()) o.format = data::parse_folder_format(format);
   o.label = label == "coarse" ? data::CifarLabel::Coarse : data::CifarLabel::Fine;
+  if (image_side > 0) o.image_side = image_side;
   return o;
 }
 
-// data::read_folder, its errors about the folder itself naming the flag ("--data DIR is a file").
-// --label coarse is for CIFAR-100 only.
-data::ImageSet read_data(const std::string& dir, data::Split split,
-                         const data::FolderOptions& options) {
+// A split as training reads it: in memory, or image files streamed from disk (`files`; `set`
+// then holds the sizes and classes only, no pixels).
+struct SplitData {
+  data::ImageSet set;
+  std::optional<data::ImageFiles> files;
+
+  std::shared_ptr<const train::DataSource> source(const train::Normalization& norm) const {
+    if (files) return std::make_shared<train::ImageFileSource>(*files, set.rows, norm);
+    return train::TensorSource::from_images(set, norm);
+  }
+};
+
+// data::read_folder (or data::index_images for image files), its errors about the folder itself
+// naming the flag ("--data DIR is a file"). --label coarse is for CIFAR-100 only.
+SplitData read_data(const std::string& dir, data::Split split, const data::FolderOptions& options) {
   const data::FolderFormat format =
       options.format ? *options.format : data::detect_format(dir, split);
   if (options.label == data::CifarLabel::Coarse && format != data::FolderFormat::Cifar100)
     invalid_value("--label", "coarse", "fine, or coarse with CIFAR-100 data",
                   "--data " + dir + " is " + data::to_string(format));
   try {
-    return data::read_folder(dir, split, options);
+    SplitData d;
+    if (!data::is_image_files(format)) {
+      d.set = data::read_folder(dir, split, options);
+      return d;
+    }
+    d.files = data::index_images(dir, data::image_layout(format), split, options.limit);
+    d.set.count = d.files->count();
+    d.set.channels = 3;
+    d.set.rows = d.set.cols = options.image_side;
+    d.set.classes = d.files->classes();
+    return d;
   } catch (const BadData& e) {
     const std::string what = e.what();
     if (what.rfind(dir + " ", 0) == 0 || what.rfind(dir + ":", 0) == 0)
@@ -65,8 +87,11 @@ data::ImageSet read_data(const std::string& dir, data::Split split,
 
 // --normalize for the training set `set`: measured (per channel for colour images), none, or
 // the values given (one pair, or one per channel).
-train::Normalization normalization_of(const TrainConfig& c, const data::ImageSet& set) {
-  if (c.normalize == "measured") return train::measure_normalization(set, set.channels > 1);
+train::Normalization normalization_of(const TrainConfig& c, const SplitData& data) {
+  const data::ImageSet& set = data.set;
+  if (c.normalize == "measured")
+    return data.files ? train::measure_normalization(*data.files, set.rows)
+                      : train::measure_normalization(set, set.channels > 1);
   train::Normalization n;
   if (c.normalize == "none") return n;
   const std::vector<double>& v = c.normalize_values;
@@ -137,17 +162,34 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     });
   c.data_dir = data_folder(c.data_dir, world);
 
-  // Every rank reads the (small) data set: the input rank needs the images, the output rank the
-  // labels, and the batches must agree.
-  data::ImageSet train_raw, test_raw;
+  // Every rank reads the (small) data set, or indexes the image files it streams: the input
+  // rank needs the images, the output rank the labels, and the batches must agree.
+  data::FolderFormat format_id = data::FolderFormat::Idx;
+  mpi::collectively(world, [&]() {  // a --data that is a file: every rank knows
+    format_id = c.data_format.empty() ? data::detect_format(c.data_dir)
+                                      : data::parse_folder_format(c.data_format);
+  });
+  if (c.image_size > 0 && !data::is_image_files(format_id))
+    invalid_value("--image-size", std::to_string(c.image_size),
+                  "no --image-size with this data (tiny-imagenet and folder data only)",
+                  "--data " + c.data_dir + " is " + data::to_string(format_id));
+  const std::int64_t side = stored && data::is_image_files(format_id) && c.image_size == 0
+                                ? stored->example.rows
+                                : c.image_size;
+  SplitData train_split, test_split;
   mpi::collectively(world, [&]() {
-    train_raw = read_data(c.data_dir, data::Split::Train,
-                          folder_options(c.data_format, c.label, c.train_size));
-    test_raw = read_data(c.data_dir, data::Split::Test,
-                         folder_options(c.data_format, c.label, c.test_size));
+    train_split = read_data(c.data_dir, data::Split::Train,
+                            folder_options(c.data_format, c.label, c.train_size, side));
+    test_split = read_data(c.data_dir, data::Split::Test,
+                           folder_options(c.data_format, c.label, c.test_size, side));
+    const data::ImageSet& train_raw = train_split.set;
+    const data::ImageSet& test_raw = test_split.set;
     if (size_text(test_raw) != size_text(train_raw))
       throw BadData(fmt::format("wrong image size: test images are {}, training images {}",
                                 size_text(test_raw), size_text(train_raw)));
+    if (test_raw.classes != train_raw.classes)
+      throw BadData(fmt::format("--data {}: the test set has {} classes, the training set {}",
+                                c.data_dir, test_raw.classes, train_raw.classes));
     check_model_data(c.model, train_raw.spatial_dims, train_raw.channels, c.data_dir);
     if (stored && !same_size(stored->example, train_raw))
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
@@ -158,18 +200,25 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
           fmt::format("--data {} has {} classes; the model of checkpoint {} classifies {}",
                       c.data_dir, train_raw.classes, c.resume_dir, stored->model.classes));
     c.model.classes = train_raw.classes;
-    check_memory(c, train_raw, test_raw, ranks);
+    // Streamed sets hold a batch in memory, not the set.
+    data::ImageSet train_held = train_raw, test_held = test_raw;
+    if (train_split.files) train_held.count = std::min<std::int64_t>(train_raw.count, 2 * c.batch);
+    if (test_split.files) test_held.count = std::min<std::int64_t>(test_raw.count, 2 * c.batch);
+    check_memory(c, train_held, test_held, ranks);
   });
-  const std::string format =
-      data::to_string(c.data_format.empty() ? data::detect_format(c.data_dir)
-                                            : data::parse_folder_format(c.data_format));
+  const data::ImageSet& train_raw = train_split.set;
+  const std::string format = data::to_string(format_id);
   const std::string reader = fmt::format(
-      "{}{}, {} classes", format, c.label == "coarse" ? " coarse labels" : "", train_raw.classes);
-  const train::Normalization norm = stored ? stored->normalization : normalization_of(c, train_raw);
-  std::shared_ptr<const train::DataSource> train_data =
-      train::TensorSource::from_images(train_raw, norm);
+      "{}{}, {} classes{}", format, c.label == "coarse" ? " coarse labels" : "", train_raw.classes,
+      train_split.files ? fmt::format(", {} + {} image files streamed, fitted to {}",
+                                      train_raw.count, test_split.set.count, size_text(train_raw))
+                        : "");
+  train::Normalization norm;
+  mpi::collectively(
+      world, [&]() { norm = stored ? stored->normalization : normalization_of(c, train_split); });
+  std::shared_ptr<const train::DataSource> train_data = train_split.source(norm);
   train::Augmentation augmentation;
-  const bool colour_set = format == "cifar10" || format == "cifar100";
+  const bool colour_set = train_raw.channels == 3 && train_raw.spatial_dims == 2;
   if (c.augment == "crop-flip" || (c.augment == "auto" && colour_set)) {
     if (train_raw.spatial_dims == 3)
       invalid_value("--augment", c.augment, "none with volumes", "crop-flip augments images");
@@ -185,7 +234,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     augmentation.padding = 0;
     augmentation.flip = false;
   }
-  auto test_data = train::TensorSource::from_images(test_raw, norm);
+  auto test_data = test_split.source(norm);
 
   train::Trainer trainer(static_cast<const train::TrainerOptions&>(c), train_data, test_data,
                          world);
@@ -197,7 +246,9 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
         c.metrics_path, json{{"data_format", format},
                              {"augment", augmentation.active() ? "crop-flip" : "none"},
                              {"crop_padding", augmentation.padding},
-                             {"classes", train_raw.classes}}));
+                             {"classes", train_raw.classes},
+                             {"image_size", size_text(train_raw)},
+                             {"streamed", train_split.files.has_value()}}));
   try {
     trainer.fit();
   } catch (const train::Diverged& e) {
@@ -215,11 +266,15 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
       if (root) check_output_file("--json", c.json_path);
     });
   train::CheckpointInfo info;
-  data::ImageSet raw;
+  SplitData test_split;
   mpi::collectively(comm, [&]() { info = train::read_checkpoint_info(c.resume_dir); });
   const std::string dir = data_folder(c.data_dir, comm);
   mpi::collectively(comm, [&]() {
-    raw = read_data(dir, data::Split::Test, folder_options(c.data_format, c.label, c.test_size));
+    // Image files are fitted to the size the checkpoint's model takes.
+    test_split = read_data(dir, data::Split::Test,
+                           folder_options(c.data_format, c.label, c.test_size,
+                                          info.example.volume ? 0 : info.example.rows));
+    const data::ImageSet& raw = test_split.set;
     if (raw.classes != info.model.classes)
       throw BadData(
           fmt::format("--data {} has {} classes; the model of checkpoint {} classifies {}", dir,
@@ -229,7 +284,7 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
       throw BadData(fmt::format("wrong image size {}: the model of checkpoint {} takes {}",
                                 size_text(raw), c.resume_dir, stored_size_text(info.example)));
   });
-  const auto test = train::TensorSource::from_images(raw, info.normalization);
+  const auto test = test_split.source(info.normalization);
   const train::Evaluation ev = train::evaluate_checkpoint(c.resume_dir, *test, c.batch, comm);
   if (root) {
     std::printf("weft eval: checkpoint %s (epoch %d), %lld test images, %d rank(s)\n",
@@ -259,8 +314,9 @@ std::vector<std::int64_t> training_example_shape(const TrainConfig& c) {
     const std::int64_t n = data::Shapes3dSpec{}.size;
     return {1, n, n, n};
   }
-  const data::ImageSet one =
-      read_data(c.data_dir, data::Split::Train, folder_options(c.data_format, c.label, 1));
+  const data::ImageSet one = read_data(c.data_dir, data::Split::Train,
+                                       folder_options(c.data_format, c.label, 1, c.image_size))
+                                 .set;
   return one.spatial_dims == 3
              ? std::vector<std::int64_t>{one.channels, one.depth, one.rows, one.cols}
              : std::vector<std::int64_t>{one.channels, one.rows, one.cols};

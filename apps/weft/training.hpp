@@ -27,6 +27,7 @@ struct TrainConfig : train::TrainerOptions {
   /// --augment: auto (crop-flip for CIFAR, none otherwise), none, crop-flip; --crop-padding.
   std::string augment = "auto";
   std::int64_t crop_padding = 4;
+  std::int64_t image_size = 0;  ///< --image-size: image files fitted to S x S (0: the default 64)
   std::vector<double> normalize_values;
   std::int64_t train_size = -1;  ///< -1: the whole training set
   std::int64_t test_size = -1;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "generated_patterns.hpp"
 #include "weft/util/error.hpp"
 
 namespace weft::data {
@@ -25,18 +26,6 @@ constexpr std::int64_t kPixels = kCifarChannels * kCifarSide * kCifarSide;
 std::int64_t label_bytes(CifarVersion v) {
   return v == CifarVersion::Cifar10 ? 1 : 2;
 }
-
-/// splitmix64: the generated sets' only source of randomness (bytes depend on the seed alone).
-struct Random {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-};
 
 }  // namespace
 
@@ -156,7 +145,6 @@ void write_generated_cifar(const std::string& dir, CifarVersion version,
         std::to_string(classes) + " is invalid; accepted: 2.." + std::to_string(most));
   if (train_per_class < 1 || test_per_class < 1)
     throw InvalidOption("write_generated_cifar", "per_class", "must be at least 1 for both splits");
-  constexpr double kPi = 3.14159265358979323846;
   for (const Split split : {Split::Train, Split::Test}) {
     Random random{seed * 0x2545f4914f6cdd1dULL + (split == Split::Train ? 1 : 2)};
     const std::int64_t per_class = split == Split::Train ? train_per_class : test_per_class;
@@ -170,25 +158,7 @@ void write_generated_cifar(const std::string& dir, CifarVersion version,
       const int k = static_cast<int>(n % classes);
       set.labels.push_back(static_cast<std::uint8_t>(k));
       coarse.push_back(static_cast<std::uint8_t>(k / 5));
-      // The class: stripe orientation (10 angles), frequency (one per ten classes) and colour.
-      const double angle = kPi * (k % 10) / 10.0, frequency = 2.0 + k / 10;
-      const double colour[3] = {0.4 + 0.6 * ((k % 3) == 0), 0.4 + 0.6 * ((k % 3) == 1),
-                                0.4 + 0.6 * ((k % 3) == 2)};
-      // The sample: phase, brightness, contrast, noise.
-      const double phase = 2 * kPi * random.uniform(), base = 80 + 60 * random.uniform();
-      const double amplitude = 40 + 30 * random.uniform();
-      const double c = std::cos(angle), s = std::sin(angle);
-      std::uint8_t* image = set.pixels.data() + n * kPixels;
-      for (std::int64_t ch = 0; ch < kCifarChannels; ++ch)
-        for (std::int64_t y = 0; y < kCifarSide; ++y)
-          for (std::int64_t x = 0; x < kCifarSide; ++x) {
-            const double u = (static_cast<double>(x) * c + static_cast<double>(y) * s) / kCifarSide;
-            const double v = base +
-                             amplitude * colour[ch] * std::sin(2 * kPi * frequency * u + phase) +
-                             24 * (random.uniform() - 0.5);
-            image[(ch * kCifarSide + y) * kCifarSide + x] =
-                static_cast<std::uint8_t>(std::clamp(v, 0.0, 255.0));
-          }
+      draw_stripes(k, kCifarSide, random, set.pixels.data() + n * kPixels);
     }
     write_cifar(dir, version, split, set,
                 version == CifarVersion::Cifar100 ? coarse : std::vector<std::uint8_t>{});

@@ -64,8 +64,10 @@ nn::Network stages_net(const StagesNetSpec& spec) {
   check(spec.dims == 2 || spec.dims == 3, "dims",
         std::to_string(spec.dims) + " is invalid; accepted: 2 (images) or 3 (volumes)");
   const int dims = spec.dims;
+  check(!spec.imagenet_stem || dims == 2, "imagenet_stem", "is for images, not volumes");
   std::int64_t side = std::min(spec.height, spec.width);
   if (dims == 3) side = std::min(side, spec.depth);
+  if (spec.imagenet_stem) side = ((side + 1) / 2 + 1) / 2;
   for (size_t s = 1; s < stages; ++s) side = (side + 1) / 2;
   check(spec.height >= 1 && spec.width >= 1 && (dims == 2 || spec.depth >= 1) &&
             (stages == 1 || side >= 1),
@@ -110,12 +112,19 @@ nn::Network stages_net(const StagesNetSpec& spec) {
   }
   const std::int64_t c0 = spec.channels.front(), last = spec.channels.back();
   const std::int64_t in = spec.in_channels;
-  net.open = [c0, in, bn, seed, dims]() -> nn::Layer {
+  const bool stem = spec.imagenet_stem;
+  net.open = [c0, in, bn, seed, dims, stem]() -> nn::Layer {
     detail::SeedScope scope(seed ^ kOpenTag);
     torch::nn::Sequential open;
-    conv3x3(open, dims, in, c0, 1, !bn);
+    if (stem)
+      open->push_back(
+          torch::nn::Conv2d(torch::nn::Conv2dOptions(in, c0, 7).stride(2).padding(3).bias(!bn)));
+    else
+      conv3x3(open, dims, in, c0, 1, !bn);
     if (bn) batch_norm(open, dims, c0);
     open->push_back(torch::nn::ReLU());
+    if (stem)
+      open->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2).padding(1)));
     return open;
   };
   const int classes = spec.classes;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "prefetcher.hpp"
 #include "weft/train/model_zoo.hpp"
 #include "weft/train/options.hpp"
 #include "weft/util/clock.hpp"
@@ -190,9 +191,21 @@ Evaluation evaluate(Classifier& model, const DataSource& test, std::int64_t batc
   model.module().eval();
   const std::int64_t count = test.size();
   std::int64_t k = 0;
-  for (std::int64_t start = 0; start < count; start += batch, ++k) {
-    if (k % replicas != replica) continue;
-    const Batch b = test.range(start, std::min(count, start + batch));
+  // This replica's batches, loaded ahead; ranks that do not take the inputs load labels only.
+  std::vector<std::int64_t> starts;
+  for (std::int64_t start = 0; start < count; start += batch, ++k)
+    if (k % replicas == replica) starts.push_back(start);
+  const bool inputs = model.needs_inputs();
+  Prefetcher ahead(static_cast<std::int64_t>(starts.size()), [&](std::int64_t j) {
+    const std::int64_t start = starts[static_cast<std::size_t>(j)];
+    const std::int64_t end = std::min(count, start + batch);
+    return inputs ? test.range(start, end) : Batch{torch::Tensor(), test.range_labels(start, end)};
+  });
+  // A damaged example is known to the loading rank first: the replica's ranks agree on it.
+  const MPI_Comm together = replicas > 1 ? model.layer_comm() : world;
+  for (std::size_t j = 0; j < starts.size(); ++j) {
+    Batch b;
+    mpi::collectively(together, [&] { b = ahead.next(); });
     const BatchOutcome o = model.evaluate(b.inputs, b.labels, local, kClasses);
     sums[0] += o.loss;
     sums[1] += o.correct;

@@ -45,6 +45,11 @@ class Classifier {
   /// this communicator, and every rank loads it whole.
   bool replicated() const { return static_cast<bool>(recurrent_); }
   MPI_Comm checkpoint_comm() const { return recurrent_ ? MPI_COMM_SELF : comm_; }
+  /// Whether this rank takes the inputs; the others load the labels alone. Every rank of a
+  /// replicated model does, only the chain's first rank of a layer-parallel one.
+  bool needs_inputs() const { return serial_ || recurrent_ || parallel_->owns_input(); }
+  /// The ranks that go through every batch together (one replica's chain).
+  MPI_Comm layer_comm() const { return comm_; }
 
   /// One optimizer step. `weight` scales the mean loss of this replica's rows so that the
   /// replicas' average is the mean over the global batch. Throws Diverged (on every rank).

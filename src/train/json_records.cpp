@@ -26,6 +26,7 @@ json model_json(const ModelConfig& m) {
     // Since 3 Dec 2026 the convolutions before a batch norm have no bias (stages_net.hpp):
     // checkpoints without this key hold parameters this network does not have.
     if (m.batchnorm) j["conv_bias_before_bn"] = false;
+    if (m.stem != "conv") j["stem"] = m.stem;
   } else {
     j["channels"] = m.channels;
     j["steps"] = m.steps;
@@ -54,6 +55,7 @@ ModelConfig model_from_json(const json& j) {
     m.stage_steps = j.at("stage_steps").get<std::vector<std::int64_t>>();
     m.batchnorm = j.at("batchnorm").get<bool>();
     m.dropout = j.at("dropout").get<double>();
+    m.stem = j.value("stem", std::string("conv"));
   } else {
     m.channels = j.at("channels").get<int>();
     m.steps = j.at("steps").get<std::int64_t>();
@@ -112,6 +114,8 @@ json metrics_json(const EpochMetrics& m) {
                  {"backward_ms", m.backward_ms},
                  {"optimizer_ms", m.optimizer_ms},
                  {"batch_ms", m.batch_ms},
+                 {"data_wait_ms", m.data_wait_ms},
+                 {"data_wait_fraction", m.data_wait_fraction},
                  {"fwd_iterations", optional_number(m.fwd_iterations)},
                  {"fwd_residual", optional_number(m.fwd_residual)},
                  {"bwd_iterations", optional_number(m.bwd_iterations)},

@@ -33,7 +33,9 @@ MemoryEstimate estimate_memory(const TrainerOptions& o, const std::vector<std::i
   const double batch = static_cast<double>(std::min(o.batch, train_examples));
   const std::int64_t eval = o.eval_batch > 0 ? o.eval_batch : std::max<std::int64_t>(o.batch, 500);
   const double eval_batch = static_cast<double>(std::min(eval, test_examples));
-  const double state = 4.0 * static_cast<double>(kind.state_channels(o.model)) * pixels;
+  const auto shrink = static_cast<double>(state_downsampling(o.model));
+  const double state =
+      4.0 * static_cast<double>(kind.state_channels(o.model)) * pixels / (shrink * shrink);
   // Per layer: the forward state, the adjoint and one saved activation of a training batch, and
   // the state of an evaluation batch.
   e.states = state * (std::max(layers, 0.0) + 1) * (3 * batch + eval_batch);

@@ -32,7 +32,10 @@ std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols)
         m.coarse_input, m.hidden, m.classes, m.seed);
   if (is_staged(m)) {
     const char* conv = model_kind(m).spatial_dims == 3 ? "conv3x3x3" : "conv3x3";
-    std::string text = m.kind;
+    std::string text =
+        m.kind + (m.stem == "imagenet"
+                      ? std::string(" open conv7x7 stride 2-BN-ReLU-max pool 3x3 stride 2;")
+                      : std::string());
     for (size_t s = 0; s < m.stage_channels.size(); ++s)
       text += fmt::format("{} {}x({}{}-ReLU{}-{}{}) at {} channels", s ? "," : "", m.stage_steps[s],
                           conv, m.batchnorm ? "-BN" : "",
@@ -48,6 +51,20 @@ std::string describe(const ModelConfig& m, std::int64_t rows, std::int64_t cols)
       "open {}, {} steps of conv3x3-ReLU-conv3x3-ReLU at {} channels, T {}, close "
       "linear({}->32)-ReLU-linear(32->{}); seed {}",
       m.open, m.steps, m.channels, m.t_final, m.channels * rows * cols, m.classes, m.seed);
+}
+
+std::int64_t state_downsampling(const ModelConfig& m) {
+  return is_staged(m) && m.stem == "imagenet" ? 4 : 1;
+}
+
+ModelConfig tiny_imagenet_stages(std::int64_t steps) {
+  ModelConfig m;
+  m.kind = "stages";
+  m.stage_channels = {64, 128, 256, 512};
+  m.stage_steps.assign(4, steps);
+  m.stem = "imagenet";
+  m.classes = 200;
+  return m;
 }
 
 }  // namespace weft::train

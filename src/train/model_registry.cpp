@@ -63,6 +63,8 @@ ParameterCount staged_parameters(const ModelConfig& m, const Shape& shape, std::
   ParameterCount p;
   if (m.stage_channels.empty()) return p;
   p.open = conv(shape.front(), m.stage_channels.front());
+  if (m.stem == "imagenet")  // a 7x7 convolution instead of the 3x3 one
+    p.open += (49 - taps) * shape.front() * m.stage_channels.front();
   for (size_t s = 0; s < m.stage_channels.size(); ++s) {
     const std::int64_t c = m.stage_channels[s];
     p.chain += (s < m.stage_steps.size() ? m.stage_steps[s] : 0) * 2 * conv(c, c);
@@ -95,8 +97,8 @@ ParameterCount unknown_parameters(const ModelConfig&, const Shape&, std::int64_t
 
 using Family = ModelKind::Family;
 const std::vector<std::string> kResNetFields{"channels", "steps", "open", "t_final", "seed"};
-const std::vector<std::string> kStagedFields{"stage_channels", "stage_steps", "batchnorm",
-                                             "dropout",        "t_final",     "seed"};
+const std::vector<std::string> kStagedFields{
+    "stage_channels", "stage_steps", "batchnorm", "dropout", "stem", "t_final", "seed"};
 const std::vector<std::string> kRecurrentFields{
     "hidden",        "rnn_layers",          "sequence", "coarse_input",
     "implicit_step", "implicit_iterations", "seed"};

@@ -37,6 +37,7 @@ nn::Network stages(const ModelConfig& m, const Shape& shape) {
   spec.t_final = m.t_final;
   spec.batchnorm = m.batchnorm;
   spec.dropout = m.dropout;
+  spec.imagenet_stem = m.stem == "imagenet";
   spec.height = shape[shape.size() - 2];
   spec.width = shape.back();
   spec.seed = m.seed;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <exception>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -16,6 +17,7 @@
 
 #include "classifier.hpp"
 #include "json_records.hpp"
+#include "prefetcher.hpp"
 #include "weft/nn/checkpoint.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/mpi.hpp"
@@ -292,27 +294,53 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   std::array<double, 4> split_ms{};
   double loss_sum = 0, correct_sum = 0;
   std::int64_t seen = 0, fwd_levels = 1, bwd_levels = 1;
-  std::int64_t k = 0;
-  for (std::int64_t start = 0; start < count; start += o.batch, ++k) {
-    const std::int64_t end = std::min(count, start + o.batch);
-    const std::int64_t n = end - start;
-    if (n < replicas) continue;  // a last batch too small to split: dropped on every rank
-    trace::batch_begin(run_batch);
-    // Replica r takes its share of the global batch (the first n % D replicas one row more).
+  // This replica's share of each global batch (the first n % D replicas one row more), loaded
+  // ahead on a background thread while the solves run; ranks that do not take the inputs load
+  // the labels alone. A last batch too small to split is dropped on every rank.
+  struct Share {
+    std::int64_t k, n, mine;
+    torch::Tensor idx;
+  };
+  std::vector<Share> shares;
+  for (std::int64_t start = 0, k = 0; start < count; start += o.batch, ++k) {
+    const std::int64_t n = std::min(count, start + o.batch) - start;
+    if (n < replicas) continue;
     const std::int64_t base = n / replicas, extra = n % replicas;
     const std::int64_t mine = base + (replica < extra ? 1 : 0);
     const std::int64_t first = start + replica * base + std::min<std::int64_t>(replica, extra);
-    const torch::Tensor idx = perm.slice(0, first, first + mine);
+    shares.push_back({k, n, mine, perm.slice(0, first, first + mine)});
+  }
+  const bool inputs = model->needs_inputs();
+  Prefetcher ahead(static_cast<std::int64_t>(shares.size()), [&](std::int64_t j) {
+    const Share& share = shares[static_cast<std::size_t>(j)];
+    return inputs ? train->examples(share.idx, epoch)
+                  : Batch{torch::Tensor(), train->labels(share.idx)};
+  });
+  double wait_seconds = 0;
+  for (const Share& share : shares) {
+    const std::int64_t k = share.k, n = share.n, mine = share.mine;
+    trace::batch_begin(run_batch);
     const std::int64_t global_batch = static_cast<std::int64_t>(epoch - 1) * batches_per_epoch + k;
     model->set_batch_index(global_batch);
     const double lr = learning_rate(o, global_batch, batches_per_epoch);
     set_learning_rate(*optimizer, lr);
     PhaseTimes t;
     Batch batch;
+    // The wait for the batch (this rank's alone: the agreement after it is neither in the load
+    // span nor in the waiting time); a damaged example, known to the loading rank, ends every
+    // rank.
+    std::exception_ptr failed;
     {
       trace::Span load("load", "train");
-      batch = train->examples(idx, epoch);
+      const double wait_start = now();
+      try {
+        batch = ahead.next();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      wait_seconds += now() - wait_start;
     }
+    mpi::agree_or_throw(agree, failed);
     BatchOutcome b;
     try {
       b = model->train(batch.inputs, batch.labels, *optimizer, t,
@@ -374,10 +402,11 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
       write_trace();
     ++run_batch;
   }
-  double times[4] = {steady_mean(fwd_ms), steady_mean(bwd_ms), steady_mean(opt_ms),
-                     steady_mean(batch_ms)},
-         slowest[4];
-  mpi::check(MPI_Allreduce(times, slowest, 4, MPI_DOUBLE, MPI_MAX, agree), "MPI_Allreduce");
+  const double training_seconds = now() - epoch_start;
+  double times[5] = {steady_mean(fwd_ms), steady_mean(bwd_ms), steady_mean(opt_ms),
+                     steady_mean(batch_ms), wait_seconds},
+         slowest[5];
+  mpi::check(MPI_Allreduce(times, slowest, 5, MPI_DOUBLE, MPI_MAX, agree), "MPI_Allreduce");
   const Evaluation ev = train::evaluate(*model, *test, eval_batch(), agree, data);
   const double epoch_seconds = now() - epoch_start;
   EpochMetrics m;
@@ -403,6 +432,8 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   m.backward_ms = slowest[1];
   m.optimizer_ms = slowest[2];
   m.batch_ms = slowest[3];
+  m.data_wait_ms = 1e3 * slowest[4];
+  m.data_wait_fraction = slowest[4] / std::max(1e-9, training_seconds);
   m.fwd_iterations = mean(fwd_it);
   m.fwd_residual = mean(fwd_res);
   m.bwd_iterations = mean(bwd_it);

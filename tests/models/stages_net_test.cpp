@@ -12,6 +12,7 @@
 
 #include "weft/models/stages_net.hpp"
 #include "weft/nn/layer_parallel.hpp"
+#include "weft/util/error.hpp"
 #include "world.hpp"
 
 namespace {
@@ -110,6 +111,44 @@ TEST(StagesNet, ExactLayerParallelTrainingEqualsSequentialIncludingEveryRunningS
 
 TEST(StagesNet, WithDropoutExactLayerParallelTrainingEqualsSequential) {
   train_and_compare(0.2);
+}
+
+// The imagenet stem (the open layer of TorchBraid's Tiny-ImageNet network): conv7x7 stride 2 +
+// BN + ReLU + max pool 3x3 stride 2 takes 3x64x64 images to 16x16 states; layer-parallel
+// training with it still equals the sequential network.
+TEST(StagesNet, ImagenetStemTakes64x64ImagesTo16x16States) {
+  weft::models::StagesNetSpec spec;
+  spec.channels = {4, 8};
+  spec.steps = {2, 2};
+  spec.in_channels = 3;
+  spec.height = spec.width = 64;
+  spec.imagenet_stem = true;
+  spec.classes = 5;
+  const auto net = weft::models::stages_net(spec);
+  const weft::nn::Layer open = net.open();
+  open.module().eval();
+  const Tensor x = torch::randn({2, 3, 64, 64});
+  const Tensor y = open.forward(x);
+  EXPECT_EQ(y.sizes(), (std::vector<std::int64_t>{2, 4, 16, 16}));
+  std::int64_t parameters = 0;
+  for (const auto& p : open.module().parameters()) parameters += p.numel();
+  EXPECT_EQ(parameters, 7 * 7 * 3 * 4 + 2 * 4);  // no bias before batch norm; BN weight, bias
+  LayerParallel parallel(MPI_COMM_WORLD, net,
+                         weft::nn::LayerParallelOptions::exact().seed(kStreamSeed));
+  SequentialNetwork serial(net, kStreamSeed);
+  parallel->to(torch::kFloat64);
+  serial->to(torch::kFloat64);
+  torch::manual_seed(3);
+  const Tensor images = torch::randn({3, 3, 64, 64}, torch::kFloat64);
+  const Tensor labels = torch::randint(0, 5, {3});
+  const Tensor loss_p = parallel->loss(parallel->forward(images), [&](const Tensor& z) {
+    return torch::nn::functional::cross_entropy(z, labels);
+  });
+  const Tensor loss_s = torch::nn::functional::cross_entropy(serial->forward(images), labels);
+  EXPECT_NEAR(loss_p.item<double>(), loss_s.item<double>(), 1e-12 * loss_s.item<double>());
+  spec.dims = 3;
+  spec.depth = 8;
+  EXPECT_THROW(weft::models::stages_net(spec), weft::InvalidOption);
 }
 
 }  // namespace

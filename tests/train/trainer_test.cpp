@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "expect.hpp"
+#include "weft/data/image_folder.hpp"
 #include "weft/train/augmentation.hpp"
 #include "weft/train/checkpoint_info.hpp"
 #include "weft/train/data_source.hpp"
@@ -477,6 +479,40 @@ TEST(Trainer, AnObserverFailingOnOneRankEndsEveryRank) {
   } catch (const weft::BadData& e) {
     EXPECT_NE(std::string(e.what()).find("the metrics disk is full"), std::string::npos);
   }
+}
+
+TEST(ImageFileSource, StreamsExactlyTheExamplesOfTheSetDecodedIntoMemory) {
+  namespace data = weft::data;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("weft-image-source-" + std::to_string(::getpid()) + "-" + std::to_string(world_rank()));
+  std::filesystem::remove_all(dir);
+  data::write_generated_images(dir.string(), data::ImageLayout::Folder, 3, 4, 1, 16, 2);
+  const data::ImageFiles files =
+      data::index_images(dir.string(), data::ImageLayout::Folder, data::Split::Train);
+  const data::ImageSet held = data::read_images(files, 12);
+  const train::Normalization measured = train::measure_normalization(files, 12);
+  const train::Normalization reference = train::measure_normalization(held, true);
+  EXPECT_EQ(measured.channel_mean, reference.channel_mean);
+  EXPECT_EQ(measured.channel_std, reference.channel_std);
+  EXPECT_EQ(measured.mean, reference.mean);
+  const train::ImageFileSource streamed(files, 12, measured);
+  const auto in_memory = train::TensorSource::from_images(held, reference);
+  EXPECT_EQ(streamed.size(), 12);
+  EXPECT_EQ(streamed.example_shape(), in_memory->example_shape());
+  const torch::Tensor idx = torch::tensor({7, 0, 11, 3}, torch::kInt64);
+  const train::Batch a = streamed.examples(idx, 1), b = in_memory->examples(idx, 1);
+  EXPECT_TRUE(torch::equal(a.inputs, b.inputs));
+  EXPECT_TRUE(torch::equal(a.labels, b.labels));
+  const train::Batch r = streamed.range(2, 9), q = in_memory->range(2, 9);
+  EXPECT_TRUE(torch::equal(r.inputs, q.inputs));
+  EXPECT_TRUE(torch::equal(r.labels, q.labels));
+  // A sample of the set measures nearly the same.
+  const train::Normalization sampled = train::measure_normalization(files, 12, 6);
+  for (std::size_t c = 0; c < 3; ++c)
+    EXPECT_NEAR(sampled.channel_mean[c], measured.channel_mean[c], 0.05) << c;
+  EXPECT_THROW(streamed.examples(torch::tensor({12}, torch::kInt64), 1), weft::InvalidOption);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -25,6 +25,10 @@ struct StagesNetSpec {
   int dims = 2;                  ///< spatial dimensions: 2 (images) or 3 (volumes)
   std::int64_t depth = 1;        ///< volumes only
   std::int64_t in_channels = 1;  ///< of the images (3 for RGB)
+  /// The open layer: conv3x3 stride 1 (false), or ImageNet's stem (true, images only): conv7x7
+  /// stride 2 + BN + ReLU + max pool 3x3 stride 2, which takes 64x64 to 16x16, as the open layer
+  /// of TorchBraid's Tiny-ImageNet network.
+  bool imagenet_stem = false;
   std::int64_t height = 28;
   std::int64_t width = 28;
   int classes = 10;

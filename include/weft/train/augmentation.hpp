@@ -37,6 +37,12 @@ class AugmentedSource : public DataSource {
     return base_->range(begin, end);
   }
   Normalization normalization() const override { return base_->normalization(); }
+  torch::Tensor labels(const torch::Tensor& indices) const override {
+    return base_->labels(indices);
+  }
+  torch::Tensor range_labels(std::int64_t begin, std::int64_t end) const override {
+    return base_->range_labels(begin, end);
+  }
 
   /// The draw for example `index` in `epoch`: offsets (dy, dx) and the flip.
   struct Draw {

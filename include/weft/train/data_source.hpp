@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "weft/data/idx.hpp"
+#include "weft/data/image_folder.hpp"
 #include "weft/train/checkpoint_info.hpp"
 
 namespace weft::train {
@@ -33,6 +34,15 @@ class DataSource {
   virtual Batch range(std::int64_t begin, std::int64_t end) const = 0;
   /// The normalization the examples carry (stored in checkpoints).
   virtual Normalization normalization() const { return {}; }
+  /// The labels at `indices` alone: what a rank that does not take the inputs (the other ranks
+  /// of a layer-parallel chain) loads. Sources that can read labels without the examples
+  /// override these.
+  virtual torch::Tensor labels(const torch::Tensor& indices) const {
+    return examples(indices, 1).labels;
+  }
+  virtual torch::Tensor range_labels(std::int64_t begin, std::int64_t end) const {
+    return range(begin, end).labels;
+  }
 };
 
 /// Examples held in memory as two tensors.
@@ -49,11 +59,47 @@ class TensorSource : public DataSource {
   Batch examples(const torch::Tensor& indices, int epoch) const override;
   Batch range(std::int64_t begin, std::int64_t end) const override;
   Normalization normalization() const override { return normalization_; }
+  torch::Tensor labels(const torch::Tensor& indices) const override {
+    return labels_.index_select(0, indices);
+  }
+  torch::Tensor range_labels(std::int64_t begin, std::int64_t end) const override {
+    return labels_.slice(0, begin, end);
+  }
 
  private:
   torch::Tensor inputs_, labels_;
   Normalization normalization_;
 };
+
+/// Image files (weft/data/image_folder.hpp) decoded when asked for, fitted to side x side RGB
+/// and normalized as TensorSource::from_images would: memory is bounded by a batch, not by the
+/// set. The same examples as from_images(data::read_images(files, side), normalization).
+class ImageFileSource : public DataSource {
+ public:
+  ImageFileSource(data::ImageFiles files, std::int64_t side, Normalization normalization);
+
+  std::int64_t size() const override { return files_.count(); }
+  std::vector<std::int64_t> example_shape() const override { return {3, side_, side_}; }
+  Batch examples(const torch::Tensor& indices, int epoch) const override;
+  Batch range(std::int64_t begin, std::int64_t end) const override;
+  Normalization normalization() const override { return normalization_; }
+  torch::Tensor labels(const torch::Tensor& indices) const override;
+  torch::Tensor range_labels(std::int64_t begin, std::int64_t end) const override;
+  const data::ImageFiles& files() const { return files_; }
+
+ private:
+  Batch decode(const std::vector<std::int64_t>& indices) const;
+  torch::Tensor labels_of(const std::vector<std::int64_t>& indices) const;
+  data::ImageFiles files_;
+  std::int64_t side_;
+  Normalization normalization_;
+};
+
+/// The per-channel mean and standard deviation of image files fitted to side x side, measured
+/// on at most `sample` of them, evenly spaced (all of a smaller set: then exactly
+/// measure_normalization of the decoded set).
+Normalization measure_normalization(const data::ImageFiles& files, std::int64_t side,
+                                    std::int64_t sample = 5000);
 
 /// The mean and standard deviation of the pixels of `set` (scaled to [0, 1]); with
 /// `per_channel` and several channels, one pair per channel (CIFAR's recipes normalize so).

@@ -24,6 +24,9 @@ struct EpochMetrics {
   double epoch_seconds = 0;  ///< training and evaluation
   /// Per batch, the slowest rank's mean over the epoch's batches after the first two [ms].
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, batch_ms = 0;
+  /// The time the slowest rank waited for its batches over the epoch's training [ms], and as a
+  /// fraction of the epoch's training time (evaluation excluded): the loader keeps up when ~0.
+  double data_wait_ms = 0, data_wait_fraction = 0;
   /// MGRIT iterations and final residuals per batch (means; none without MGRIT).
   std::optional<double> fwd_iterations, fwd_residual, bwd_iterations, bwd_residual;
   int ranks = 1;  ///< all ranks of the run (1 with serial)

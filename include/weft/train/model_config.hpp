@@ -22,6 +22,9 @@ struct ModelConfig {
   std::vector<std::int64_t> stage_steps{2, 2, 2};
   bool batchnorm = true;
   double dropout = 0.0;
+  /// stages: the open layer, conv (conv3x3) or imagenet (conv7x7 stride 2 + max pool stride 2:
+  /// the states are 4x smaller per side than the images; models::StagesNetSpec::imagenet_stem).
+  std::string stem = "conv";
   // gru | lstm (weft::models::SequenceClassifier)
   std::int64_t hidden = 64;
   std::int64_t rnn_layers = 1;
@@ -39,6 +42,15 @@ struct ModelConfig {
 bool is_recurrent(const ModelConfig& m);
 /// stages | conv3d: the multi-stage convolutional network (batch norm, dropout, transitions).
 bool is_staged(const ModelConfig& m);
+
+/// How much smaller than the input the first state is per side (4 with the imagenet stem).
+std::int64_t state_downsampling(const ModelConfig& m);
+
+/// The `--model stages` preset for 64x64 RGB images (Tiny-ImageNet): the stage widths of
+/// TorchBraid's Tiny-ImageNet network (64, 128, 256, 512 channels) and its open layer (the
+/// imagenet stem), 4 stages of `steps` residual steps each (its driver puts --steps - 1 per
+/// stage; its default --steps 4 gives 3).
+ModelConfig tiny_imagenet_stages(std::int64_t steps = 3);
 
 /// custom: the network was given to the Trainer, not built from this configuration.
 bool is_custom(const ModelConfig& m);
