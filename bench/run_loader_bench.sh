@@ -25,7 +25,8 @@ for entry in "fashion-mnist|/usr/share/datasets/fashion-mnist" "cifar10|$work/ci
   [[ -d $dir ]] || { echo "$name: $dir missing, skipped"; continue; }
   loader=$(build/bench/loader_bench "$dir" 50 20 | awk '{print $2}')
   mpirun -np "$np" $weft train --model stages --batch 50 --threads 1 --train-size "$train" \
-    --test-size 100 --epochs 1 --seed 1 --no-progress --metrics "$work/$name.json" > /dev/null
+    --test-size 100 --epochs 1 --seed 1 --no-progress --data "$dir" --metrics "$work/$name.json" \
+    > /dev/null
   /usr/bin/python3 - "$work/$name.json" "$name" "$loader" <<'PY'
 import json, sys
 m = json.loads(open(sys.argv[1]).read().splitlines()[-1])

@@ -24,6 +24,14 @@ namespace {
   throw BadData(name + ": " + why);
 }
 
+// The largest image decoded: 2^26 pixels (8192 x 8192; ImageNet's largest are ~20 M pixels). A
+// damaged header may claim 65535 x 65535, whose buffer alone would take 12 GB.
+constexpr std::int64_t kMaxPixels = std::int64_t{1} << 26;
+
+bool too_large(std::int64_t width, std::int64_t height) {
+  return width < 1 || height < 1 || width * height > kMaxPixels;
+}
+
 // libjpeg reports errors by calling error_exit, which must not return: it jumps back to the
 // setjmp in the function that called libjpeg. Warnings (corrupt or truncated data, which the
 // decoder would pad with grey) jump back too. The functions that call setjmp hold only trivially
@@ -60,6 +68,12 @@ bool decode_jpeg(const std::uint8_t* data, std::size_t size, JpegErrors& errors,
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
   jpeg_read_header(&info, TRUE);
+  *width = info.image_width;
+  *height = info.image_height;
+  if (too_large(*width, *height)) {
+    jpeg_destroy_decompress(&info);
+    return true;  // the caller refuses it by its size
+  }
   *cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
   info.out_color_space = *cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_start_decompress(&info);
@@ -140,6 +154,9 @@ Image jpeg_image(const std::uint8_t* data, std::size_t size, const std::string& 
   bool cmyk = false;
   if (!decode_jpeg(data, size, errors, hwc, &width, &height, &cmyk))
     bad(name, std::string("not a readable JPEG image (") + errors.message + ")");
+  if (too_large(width, height))
+    bad(name, "a JPEG image of " + std::to_string(width) + "x" + std::to_string(height) +
+                  " pixels (accepted: at most 2^26 pixels)");
   Image image;
   image.width = width;
   image.height = height;
@@ -165,10 +182,10 @@ Image png_image_of(const std::uint8_t* data, std::size_t size, const std::string
   if (!png_image_begin_read_from_memory(&png, data, size))
     bad(name, std::string("not a readable PNG image (") + png.message + ")");
   png.format = PNG_FORMAT_RGB;
-  if (png.width == 0 || png.height == 0 || png.width > (1u << 16) || png.height > (1u << 16)) {
+  if (too_large(png.width, png.height)) {
     png_image_free(&png);
     bad(name, "a PNG image of " + std::to_string(png.width) + "x" + std::to_string(png.height) +
-                  " pixels (accepted: 1 to 65536 per side)");
+                  " pixels (accepted: at most 2^26 pixels)");
   }
   std::vector<std::uint8_t> hwc(PNG_IMAGE_SIZE(png));
   if (!png_image_finish_read(&png, nullptr, hwc.data(), 0, nullptr))

@@ -126,6 +126,18 @@ TEST(ImageCodec, DamagedFilesAreBadDataNamingTheFile) {
   }
   expect_throws_naming([&] { read_image((dir / "missing.jpg").string()); }, "missing.jpg",
                        "cannot open");
+  // A header claiming 65000 x 65000 pixels (the SOF0 segment: FF C0, length, precision, height,
+  // width) is refused before any buffer is allocated.
+  std::string huge = jpeg;
+  const std::size_t sof = huge.find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  for (std::size_t at : {sof + 5, sof + 7}) {
+    huge[at] = static_cast<char>(0xfd);
+    huge[at + 1] = static_cast<char>(0xe8);
+  }
+  write_bytes(dir / "huge.jpg", huge);
+  expect_throws_naming([&] { read_image((dir / "huge.jpg").string()); }, "huge.jpg",
+                       "65000x65000 pixels (accepted: at most 2^26 pixels)");
 }
 
 TEST(ImageCodec, FitScalesTheShorterSideAndCropsTheCentre) {

@@ -5,7 +5,8 @@
 // API. Greyscale, palette, 16-bit and alpha images are converted to RGB (alpha is dropped by
 // composing onto black); CMYK JPEGs are converted to RGB. A decoder's warning (a truncated or
 // damaged stream, which the libraries would pad with grey) is an error: every problem throws
-// weft::BadData naming the file. No LibTorch.
+// weft::BadData naming the file, as does an image of more than 2^26 pixels (8192 x 8192).
+// No LibTorch.
 #include <cstddef>
 #include <cstdint>
 #include <string>
