@@ -195,7 +195,8 @@ class PyTrainer {
 };
 
 /// (images [count, channels, (depth,) rows, cols] uint8, labels [count] int64) of a split of a
-/// data folder in any layout weft reads (weft/data/folder.hpp: IDX images or volumes, CIFAR-10).
+/// data folder in any layout weft reads (weft/data/folder.hpp: IDX images or volumes, CIFAR,
+/// image files fitted to 64x64).
 py::tuple read_split(const std::string& folder, const std::string& split, std::int64_t limit) {
   if (split != "train" && split != "test")
     throw InvalidOption("weft.data.load_split", "split",

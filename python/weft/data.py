@@ -1,6 +1,7 @@
 """Image sets read by weft's C++ readers, without torchvision: MNIST-format (IDX) folders such as
-Debian's dataset-fashion-mnist, IDX volumes (`weft data shapes3d`) and CIFAR-10 binaries, each
-recognised by its files.
+Debian's dataset-fashion-mnist, IDX volumes (`weft data shapes3d`), CIFAR-10/100 binaries, and
+tiny-imagenet or ImageNet-style folders of JPEG/PNG files (decoded whole into memory, fitted to
+64x64: for small sets; `weft train` streams them), each recognised by its files.
 
     images, labels = weft.data.load_split("/usr/share/datasets/fashion-mnist", "train", 5000)
 """
@@ -14,7 +15,8 @@ FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 def load_split(folder, split, limit=None):
     """(images [count, channels, (depth,) rows, cols] uint8 tensor, labels [count] int64 tensor),
     read by weft's C++ readers (headers, sizes and gzip checksums checked; weft.BadData
-    otherwise). The folder's layout picks the reader (IDX images or volumes, CIFAR-10)."""
+    otherwise). The folder's layout picks the reader (IDX images or volumes, CIFAR-10/100,
+    tiny-imagenet, folder)."""
     return _weft.read_split(str(folder), str(split), -1 if limit is None else int(limit))
 
 
