@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "fuzz_files.hpp"
 #include "weft/data/cifar.hpp"
 #include "weft/util/error.hpp"
 
@@ -21,18 +22,12 @@ std::string scratch_dir() {
   return dir;
 }
 
-void write(const std::string& path, const std::uint8_t* data, std::size_t size) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return;
-  std::fwrite(data, 1, size, f);
-  std::fclose(f);
-}
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string dir = scratch_dir();
-  write(dir + "/test_batch.bin", data, size);
-  write(dir + "/test.bin", data, size);
+  weft::fuzz::write_bytes(dir + "/test_batch.bin", data, size);
+  weft::fuzz::write_bytes(dir + "/test.bin", data, size);
   weft::data::CifarOptions options;
   options.limit = size > 0 && (data[0] & 1) ? 2 : -1;  // limited reads stop early
   options.label =

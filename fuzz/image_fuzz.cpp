@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "fuzz_files.hpp"
 #include "weft/data/image_codec.hpp"
 #include "weft/data/image_folder.hpp"
 #include "weft/util/error.hpp"
@@ -28,13 +29,6 @@ std::string scratch_dir() {
   return dir;
 }
 
-void write(const std::string& path, const std::uint8_t* data, std::size_t size) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return;
-  std::fwrite(data, 1, size, f);
-  std::fclose(f);
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -45,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const weft::BadData&) {
   }
   const std::string dir = scratch_dir();
-  write(dir + "/val/val_annotations.txt", data, size);
+  weft::fuzz::write_bytes(dir + "/val/val_annotations.txt", data, size);
   try {
     weft::data::index_images(dir, weft::data::ImageLayout::TinyImagenet, weft::data::Split::Test);
   } catch (const weft::BadData&) {

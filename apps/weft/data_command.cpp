@@ -34,6 +34,18 @@ struct DataArgs {
   std::string format, image_size = "64";                          // --format, image files
 };
 
+std::uint64_t seed_of(const DataArgs& a) {
+  return static_cast<std::uint64_t>(
+      parse_integer("--seed", a.seed, 0, "an integer >= 0", 1LL << 62));
+}
+
+// --out, checked by rank 0 before any work (every rank learns the outcome).
+void check_out(const DataArgs& a, MPI_Comm comm) {
+  mpi::collectively(comm, [&]() {
+    if (mpi::rank(comm) == 0) check_output_folder("--out", a.out, 0);
+  });
+}
+
 // `weft data tiny-imagenet|folder`: a generated set of JPEG/PNG files in the published layout.
 int run_images(const DataArgs& a, MPI_Comm comm) {
   const auto layout =
@@ -46,11 +58,8 @@ int run_images(const DataArgs& a, MPI_Comm comm) {
       parse_integer("--test-per-class", a.test_per_class, 1, "an integer in [1, 100000]", 100000);
   const std::int64_t side =
       parse_integer("--image-size", a.image_size, 8, "an integer in [8, 1024]", 1024);
-  const auto seed =
-      static_cast<std::uint64_t>(parse_integer("--seed", a.seed, 0, "an integer >= 0", 1LL << 62));
-  mpi::collectively(comm, [&]() {
-    if (mpi::rank(comm) == 0) check_output_folder("--out", a.out, 0);
-  });
+  const std::uint64_t seed = seed_of(a);
+  check_out(a, comm);
   mpi::collectively(comm, [&]() {
     if (mpi::rank(comm) != 0) return;
     const auto start = std::chrono::steady_clock::now();
@@ -81,11 +90,8 @@ int run_cifar(const DataArgs& a, MPI_Comm comm) {
       parse_integer("--per-class", a.per_class, 1, "an integer in [1, 6000]", 6000);
   const std::int64_t test =
       parse_integer("--test-per-class", a.test_per_class, 1, "an integer in [1, 1000]", 1000);
-  const auto seed =
-      static_cast<std::uint64_t>(parse_integer("--seed", a.seed, 0, "an integer >= 0", 1LL << 62));
-  mpi::collectively(comm, [&]() {
-    if (mpi::rank(comm) == 0) check_output_folder("--out", a.out, 0);
-  });
+  const std::uint64_t seed = seed_of(a);
+  check_out(a, comm);
   mpi::collectively(comm, [&]() {
     if (mpi::rank(comm) != 0) return;
     data::write_generated_cifar(a.out, version, train, test, classes, seed);
@@ -115,15 +121,12 @@ int run_data(DataArgs a, MPI_Comm comm) {
   const std::int64_t test =
       parse_integer("--test-size", a.test, 1, "an integer in [1, 1000000]", 1000000);
   const std::int64_t size = parse_integer("--size", a.size, 4, "an integer in [4, 256]", 256);
-  const auto seed =
-      static_cast<std::uint64_t>(parse_integer("--seed", a.seed, 0, "an integer >= 0", 1LL << 62));
+  const std::uint64_t seed = seed_of(a);
   if (static_cast<double>(train + test) * static_cast<double>(size * size * size) > 4e10)
     invalid_value("--train-size", a.train, "a set of at most 40 GB",
                   fmt::format("{} + {} samples of {}^3 voxels", train, test, size));
+  check_out(a, comm);
   const int rank = weft::mpi::rank(comm);
-  mpi::collectively(comm, [&]() {
-    if (rank == 0) check_output_folder("--out", a.out, 0);
-  });
   mpi::collectively(comm, [&]() {
     if (rank != 0) return;
     const auto start = std::chrono::steady_clock::now();

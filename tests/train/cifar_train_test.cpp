@@ -21,14 +21,8 @@ namespace fs = std::filesystem;
 using weft::cli_test::Outcome;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
+using weft::train_test::generated;
 using weft::train_test::train;
-
-fs::path generated(const fs::path& dir, const std::string& set, const std::string& sizes) {
-  const fs::path data = dir / set;
-  const Outcome r = weft(0, "data " + set + " " + sizes + " --out " + data.string(), dir);
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  return data;
-}
 
 const std::string kTiny = "--model resnet --channels 4 --steps 4 --batch 20 --epochs 1 ";
 

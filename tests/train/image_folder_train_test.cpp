@@ -19,14 +19,8 @@ namespace fs = std::filesystem;
 using weft::cli_test::Outcome;
 using weft::cli_test::weft;
 using weft::cli_test::work_dir;
+using weft::train_test::generated;
 using weft::train_test::train;
-
-fs::path generated(const fs::path& dir, const std::string& set, const std::string& sizes) {
-  const fs::path data = dir / set;
-  const Outcome r = weft(0, "data --format " + set + " " + sizes + " --out " + data.string(), dir);
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  return data;
-}
 
 const std::string kTiny = "--model resnet --channels 4 --steps 4 --batch 12 --epochs 1 ";
 
@@ -116,6 +110,18 @@ TEST(ImageFolderTrain, BadDataAndFlagsAreOneLine) {
   one_line("--image-size 16 --data /usr/share/datasets/fashion-mnist", 2,
            "option --image-size: '16' is invalid");
   one_line("--image-size 4 --data " + data.string(), 2, "option --image-size: '4' is invalid");
+  // `weft data --format SET` is the same as `weft data SET`; one of them must be given.
+  const Outcome spelled = weft(0,
+                               "data --format folder --classes 2 --per-class 1 "
+                               "--test-per-class 1 --image-size 8 --out " +
+                                   (dir / "f").string(),
+                               dir);
+  EXPECT_EQ(spelled.code, 0) << spelled.out << spelled.err;
+  EXPECT_TRUE(fs::is_directory(dir / "f" / "train" / "class_001"));
+  const Outcome none = weft(0, "data --out " + (dir / "g").string(), dir);
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("option --format: '' is invalid (none given)"), std::string::npos)
+      << none.err;
   // A damaged image is found when decoded (normalization decodes the training set): one line
   // naming it, exit 1 as for every reader's bad data (docs/errors.md), on every rank.
   std::string wnid;

@@ -55,4 +55,14 @@ inline std::vector<nlohmann::json> train(int np, const std::string& args,
 
 using test_support::expect_relative;
 
+/// `weft data SET SIZES --out DIR/SET`: a generated set in SET's published layout.
+inline std::filesystem::path generated(const std::filesystem::path& dir, const std::string& set,
+                                       const std::string& sizes) {
+  const std::filesystem::path data = dir / set;
+  const cli_test::Outcome r =
+      cli_test::weft(0, "data " + set + " " + sizes + " --out " + data.string(), dir);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  return data;
+}
+
 }  // namespace weft::train_test
