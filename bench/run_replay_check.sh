@@ -20,10 +20,24 @@
 #
 # Memory: each row also gives predict's resident memory of the rank with the most layers and the
 # largest max RSS of the traced run's ranks (MiB, medians over the rounds).
+# Each round runs `weft predict --ranks 1,2,...` once (one cost measurement for every P) and one
+# traced 1-rank run alone; then, for each P, the traced run at P and (P >= 2) the 1-rank run
+# beside P - 1 copies. The "measured" column is the wall time per batch of the traced run at P as
+# it ran (docs/tracing.md: measured_median_batch_ms): with a core per rank this is the real
+# speedup; on a machine with fewer cores than P it is not.
+#
+# Process binding is off (OMPI_MCA_hwloc_base_binding_policy=none): Open MPI binds a 1-rank run to
+# core 0, so concurrent 1-rank runs would all share one core. Other environment: WEFT (the weft
+# binary, default build/apps/weft/weft), DATA (a Fashion-MNIST-format folder passed as --data;
+# default weft's own default), PYTHON (default /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi-env.sh
-weft=build/apps/weft/weft
+export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
+weft=${WEFT:-build/apps/weft/weft}
+python=${PYTHON:-/usr/bin/python3}
+data=()
+[[ -n ${DATA:-} ]] && data=(--data "$DATA")
 rounds=${ROUNDS:-2}
 traced=${BATCHES:-4}
 networks=${NETWORKS:-resnet deep stages gru}
@@ -44,80 +58,115 @@ flags_of() {  # the network and MGRIT flags of one named configuration at $2 ran
 }
 batch_of() { flags_of "$1" 1 | sed -E 's/.*--batch ([0-9]+).*/\1/'; }
 
-# Replayed median batch of a traced run of network $1 at $2 ranks; $3 > 0: that many untraced
-# 1-rank copies of the run go at once (contention).
+# "replayed:MiB:measured" of a traced run of network $1 at $2 ranks (median batch in ms, largest
+# max RSS of its ranks, measured wall time per batch in ms); $3 > 0: that many untraced 1-rank
+# copies of the run go at once (contention).
 replayed() {
   local name=$1 np=$2 others=$3 tag=$4 flags images pids=()
   flags=$(flags_of "$name" "$np")
   images=$(($(batch_of "$name") * (traced + 3)))
   local args="train $flags --threads 1 --train-size $images --test-size 10 --epochs 1 --no-progress"
   for _ in $(seq "$others"); do
-    mpirun -np 1 $weft train $(flags_of "$name" 1) --threads 1 --train-size "$images" \
-      --test-size 10 --epochs 1 --no-progress > /dev/null &
+    mpirun -np 1 $weft train $(flags_of "$name" 1) "${data[@]}" --threads 1 \
+      --train-size "$images" --test-size 10 --epochs 1 --no-progress > /dev/null &
     pids+=($!)
   done
-  mpirun -np "$np" $weft $args --trace "$work/$tag.trace" --trace-batches "$traced" > /dev/null
+  mpirun -np "$np" $weft $args "${data[@]}" --trace "$work/$tag.trace" \
+    --trace-batches "$traced" > /dev/null
   for pid in "${pids[@]}"; do wait "$pid"; done
   $weft replay "$work/$tag.trace" --json "$work/$tag.replay" > /dev/null
-  /usr/bin/python3 -c "import json; r = json.load(open('$work/$tag.replay')); \
+  $python -c "import json; r = json.load(open('$work/$tag.replay')); \
 rss = json.load(open('$work/$tag.trace'))['otherData']['max_rss_kib'].values(); \
-print(f\"{r['median_batch_ms']}:{max(rss) / 1024}\")"
+print(f\"{r['median_batch_ms']}:{max(rss) / 1024}:{r['measured_median_batch_ms']}\")"
 }
 
+# "batch_ms:MiB" for each P of the list $2 (one line each; "skip" where predict has no row).
 predicted() {
-  local name=$1 np=$2 tag=$3 extra=""
+  local name=$1 list=$2 tag=$3 extra=""
   [[ $name == weak ]] && extra="--weak $weak"
-  mpirun -np 1 $weft predict $(flags_of "$name" 1) $extra --threads 1 --ranks "$np" --repeats 3 \
-    --json "$work/$tag.predict" > /dev/null 2>&1 || { echo skip; return; }
-  /usr/bin/python3 -c "import json; p = json.load(open('$work/$tag.predict'))['predictions'][0]; \
-print(f\"{p['batch_ms']}:{p['memory_per_rank_mib']}\")"
+  # predict refuses a list holding a P beyond the layers: then the largest P that it takes.
+  local ranks=$list
+  while ! mpirun -np 1 $weft predict $(flags_of "$name" 1) "${data[@]}" $extra --threads 1 \
+    --ranks "$ranks" --repeats 3 --json "$work/$tag.predict" > /dev/null 2>&1; do
+    [[ $ranks == *,* ]] || break
+    ranks=${ranks%,*}
+  done
+  $python - "$work/$tag.predict" "$list" <<'PY'
+import json, os, sys
+rows = {}
+if os.path.exists(sys.argv[1]):
+    rows = {p["ranks"]: p for p in json.load(open(sys.argv[1]))["predictions"]}
+for np in sys.argv[2].split(","):
+    p = rows.get(int(np))
+    print(f"{p['batch_ms']}:{p['memory_per_rank_mib']}" if p else "skip")
+PY
 }
 
 echo "weft predict against the replay of traced runs ($(getconf _NPROCESSORS_ONLN) cores here; $rounds rounds, $traced traced batches per run)"
 for name in $networks; do
   echo "$name: $(flags_of "$name" 1)$([[ $name == weak ]] && echo " (--steps $weak x P)")"
+  # The weak series predicts each P from its own --steps; the others from one call for every P.
+  declare -A pred=() rep=() busy=()
+  alone=()
+  for r in $(seq "$rounds"); do
+    if [[ $name == weak ]]; then
+      for np in $ranks_list; do
+        pred[$np]+=" $(predicted weak "$np" "$name-$np-$r")"
+      done
+    else
+      mapfile -t rows < <(predicted "$name" "$(tr ' ' ',' <<< "$ranks_list")" "$name-$r")
+      i=0
+      for np in $ranks_list; do pred[$np]+=" ${rows[$i]}"; i=$((i + 1)); done
+    fi
+    alone+=("$(replayed "$name" 1 0 "$name-alone-$r")")
+    for np in $ranks_list; do
+      [[ ${pred[$np]} == *skip* ]] && continue
+      rep[$np]+=" $(replayed "$name" "$np" 0 "$name-$np-$r")"
+      [[ $np -ge 2 ]] && busy[$np]+=" $(replayed "$name" 1 $((np - 1)) "$name-$np-busy-$r")"
+    done
+  done
   for np in $ranks_list; do
-    pred=() rep=() alone=() busy=()
-    if [[ $(predicted "$name" "$np" "$name-$np-probe") == skip ]]; then
+    if [[ ${pred[$np]} == *skip* ]]; then
       echo "  P=$np: skipped (weft predict refuses it: more ranks than layers?)"
       continue
     fi
-    for r in $(seq "$rounds"); do
-      pred+=("$(predicted "$name" "$np" "$name-$np-$r")")
-      rep+=("$(replayed "$name" "$np" 0 "$name-$np-$r")")
-      if [[ $np -ge 2 ]]; then
-        alone+=("$(replayed "$name" 1 0 "$name-$np-alone-$r")")
-        busy+=("$(replayed "$name" 1 $((np - 1)) "$name-$np-busy-$r")")
-      fi
-    done
-    /usr/bin/python3 - "$np" "${alone[*]:-1:0}" "${busy[*]:-1:0}" "${pred[*]}" "${rep[*]}" \
+    $python - "$np" "${alone[*]}" "${busy[$np]:-${alone[*]}}" "${pred[$np]}" "${rep[$np]}" \
       "$work/series-$name" <<'PY'
 import json, statistics, sys
 np = int(sys.argv[1])
-# Each value is "batch_ms:MiB".
+# Values are "batch_ms:MiB" (predict) and "replayed_ms:MiB:measured_ms" (traced runs).
 alone, busy, pred, rep = ([[float(v) for v in x.split(":")] for x in a.split()]
                           for a in sys.argv[2:6])
 med = lambda rows, k: statistics.median(row[k] for row in rows)
 contention = med(busy, 0) / med(alone, 0)
-p, r = med(pred, 0), med(rep, 0)
+p, r, measured = med(pred, 0), med(rep, 0), med(rep, 2)
 r_clean = r / contention
-print(f"  P={np:3d}  predicted {p:9.2f} ms  replayed {r:9.2f} ms  contention {contention:.2f}  "
-      f"replayed, uncontended {r_clean:9.2f} ms  predicted/replayed {p / r_clean:.3f}  "
+print(f"  P={np:3d}  predicted {p:9.2f} ms  replayed {r:9.2f} ms  measured {measured:9.2f} ms  "
+      f"(1 rank alone {med(alone, 2):9.2f} ms)  contention {contention:.2f}  "
+      f"replayed, uncontended {r_clean:9.2f} ms  predicted/replayed {p / r:.3f} raw, "
+      f"{p / r_clean:.3f} uncontended  replayed/measured {r / measured:.3f}  "
       f"MiB per rank: predicted {med(pred, 1):7.1f}  max RSS {med(rep, 1):7.1f}")
 with open(sys.argv[6], "a") as f:
     f.write(json.dumps({"ranks": np, "predicted_ms": p, "replayed_ms": r_clean,
+                        "replayed_raw_ms": r, "measured_ms": measured, "contention": contention,
                         "predicted_mib": med(pred, 1), "max_rss_mib": med(rep, 1)}) + "\n")
 PY
   done
+  unset pred rep busy
 done
 
-# The weak series as two files for `weft plot scaling` (efficiency: the 1-rank batch over P's).
-if [[ -n ${OUT:-} && -f $work/series-weak ]]; then
+# Every network's rows as JSON lines (OUT/series-NAME.jsonl), and the weak series as three files
+# for `weft plot scaling` (efficiency: the 1-rank batch over P's).
+if [[ -n ${OUT:-} ]]; then
   mkdir -p "$OUT"
-  /usr/bin/python3 - "$work/series-weak" "$OUT" "$weak" <<'PY'
+  for f in "$work"/series-*; do [[ -f $f ]] && cp "$f" "$OUT/$(basename "$f").jsonl"; done
+fi
+if [[ -n ${OUT:-} && -f $work/series-weak ]]; then
+  $python - "$work/series-weak" "$OUT" "$weak" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-for key, name in (("predicted", "weak_predicted"), ("replayed", "weak_replayed")):
+for key, name in (("predicted", "weak_predicted"), ("replayed", "weak_replayed"),
+                  ("measured", "weak_measured")):
     first = rows[0][key + "_ms"]
     out = {"weak_layers_per_rank": int(sys.argv[3]), "source": "bench/run_replay_check.sh",
            "predictions": [{"ranks": r["ranks"], "batch_ms": r[key + "_ms"],
@@ -125,6 +174,6 @@ for key, name in (("predicted", "weak_predicted"), ("replayed", "weak_replayed")
                             "memory_per_rank_mib": r["predicted_mib" if key == "predicted"
                                                      else "max_rss_mib"]} for r in rows]}
     json.dump(out, open(f"{sys.argv[2]}/{name}.json", "w"), indent=1)
-print(f"wrote {sys.argv[2]}/weak_predicted.json and weak_replayed.json")
+print(f"wrote {sys.argv[2]}/weak_predicted.json, weak_replayed.json and weak_measured.json")
 PY
 fi
