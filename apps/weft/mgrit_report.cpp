@@ -77,6 +77,9 @@ void print_report(const Summary& sum) {
   }
   line(fmt::format("  iterations   {}", r.iterations));
   line(fmt::format("  converged    {}", r.converged ? "yes" : "no"));
+  if (sum.final_error)
+    line(fmt::format("  error        {:.3e} at t = {} (norm of u - exact solution)",
+                     *sum.final_error, sum.final_time));
   line(
       fmt::format("  timings (s)  setup {:.3e}, solve {:.3e}; max over ranks: step {:.3e}, "
                   "comm {:.3e}, other {:.3e}",

@@ -75,6 +75,7 @@ std::string mgrit_run_record(const pr::RunRequest& run, const pr::RunSummary& su
   j["residuals"] = residuals;
   j["factors"] = factors;
   j["final_residual"] = optional_json(sum.result.final_residual());
+  j["final_error"] = optional_json(sum.final_error);
   j["converged"] = sum.result.converged;
   j["timings"] = {{"setup_seconds", sum.setup},
                   {"solve_seconds", sum.solve},

@@ -125,6 +125,44 @@ TEST(RunRequest, ExplicitCoarseLevelsAreCheckedAgainstTheGrid) {
   EXPECT_NE(error_of(t).find("it gives 3 levels, levels is 2"), std::string::npos);
 }
 
+// XBraid's examples/ex-06.c without -richardson: u' = -4u - t + 1, u(0) = 1 on [0, 0.5], 256
+// backward Euler steps, guess 0.456, cf 2 down to 8 points, FCF, absolute tolerance
+// 1e-12 / sqrt(0.5 / 255) (ex-06 divides by its default dt). Its final discretization error is
+// 7.260e-04 (the figure issue 29 quotes); a problem without a closed form records none.
+TEST(RunRequest, TheFinalErrorIsTheDiscretizationErrorOfXBraidsEx06) {
+  const RunRequest r = parse_run(given({{"problem", "linear"},
+                                        {"a", "-4"},
+                                        {"b", "-1"},
+                                        {"c", "1"},
+                                        {"t1", "0.5"},
+                                        {"nt", "256"},
+                                        {"init", "value:0.456"},
+                                        {"convention", "xbraid"},
+                                        {"levels", "100"},
+                                        {"min_coarse", "8"},
+                                        {"cf", "2"},
+                                        {"skip", "0"},
+                                        {"tol", "2.2583179581272428e-11"}}));
+  const RunSummary sum = r.instance->run(r.settings, MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    EXPECT_TRUE(sum.result.converged);
+    ASSERT_TRUE(sum.final_error);
+    EXPECT_NEAR(*sum.final_error, 7.260e-04, 5e-7);
+    EXPECT_DOUBLE_EQ(sum.final_time, 0.5);
+    const nlohmann::json j = nlohmann::json::parse(report::mgrit_run_record(r, sum, "", 1));
+    EXPECT_EQ(j["final_error"].get<double>(), *sum.final_error);
+  }
+  const RunRequest d = parse_run(given({{"problem", "dahlquist"}, {"nt", "16"}}));
+  const RunSummary none = d.instance->run(d.settings, MPI_COMM_WORLD);
+  EXPECT_FALSE(none.final_error);
+  if (rank == 0) {
+    const auto record = nlohmann::json::parse(report::mgrit_run_record(d, none, "", 1));
+    EXPECT_TRUE(record["final_error"].is_null());
+  }
+}
+
 TEST(RunRequest, TheRecordHoldsWhatTheRunDid) {
   RunText t = given({{"problem", "dahlquist"}, {"lambda", "-0.5"}, {"nt", "16"}, {"cf", "2"}});
   t.gradient = true;

@@ -6,6 +6,8 @@
 #include <mpi.h>
 
 #include <array>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -109,9 +111,48 @@ void collect_statistics(const Statistics& st, MPI_Comm comm, RunSummary& sum);
 void gather_solution(const std::map<index_t, SolutionPoint>& observed, MPI_Comm comm, int width,
                      index_t nt, RunSummary& sum);
 
+/// Problems with `State exact(double t) const` (not the space-parallel one: its norm is
+/// collective over its space ranks, which the last time point's owner alone cannot call).
+template <class P, class = void>
+struct has_exact : std::false_type {};
+template <class P>
+struct has_exact<P, std::void_t<decltype(std::declval<const P&>().exact(0.0))>>
+    : std::is_same<decltype(std::declval<const P&>().exact(0.0)), typename P::State> {};
+
+/// The norm of u - exact(t) for the problems that have exact(); nothing otherwise.
+template <class Problem>
+std::function<double(const typename Problem::State&, double)> error_against_exact(
+    Problem& problem) {
+  if constexpr (has_exact<Problem>::value) {
+    return [&problem](const typename Problem::State& u, double t) {
+      using Ops = AppOps<Problem>;
+      typename Problem::State e = problem.exact(t);
+      Ops::sum(problem, 1.0, u, -1.0, e);
+      return Ops::norm(problem, e);
+    };
+  } else {
+    return {};
+  }
+}
+
+/// RunSummary::final_error on rank 0: the owner of the last time point measures it.
+template <class State, class Solver>
+void measure_final_error(const Solver& solver, const RunSettings& s,
+                         const std::function<double(const State&, double)>& error, MPI_Comm comm,
+                         RunSummary& sum) {
+  const bool reverse = s.options.direction() == Direction::Reverse;
+  const index_t last = reverse ? 0 : s.nt;
+  sum.final_time = reverse ? s.t0 : s.t1;
+  double value = -1;  // -1: not measured here
+  if (const State* u = solver.state(last)) value = error(*u, sum.final_time);
+  MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, comm);
+  if (value >= 0 || std::isnan(value)) sum.final_error = value;
+}
+
 template <class App>
 RunSummary run_app(App& app, const std::map<index_t, SolutionPoint>* observed, int width,
-                   const RunSettings& s, const Layout& layout) {
+                   const RunSettings& s, const Layout& layout,
+                   const std::function<double(const typename App::State&, double)>& error = {}) {
   const MPI_Comm comm = layout.time;
   const TimeGrid grid = TimeGrid::uniform(s.t0, s.t1, s.nt);
   std::unique_ptr<Solver<App>> solver =
@@ -125,15 +166,17 @@ RunSummary run_app(App& app, const std::map<index_t, SolutionPoint>* observed, i
 
   sum.result = solver->solve();
   collect_statistics(solver->statistics(), comm, sum);
+  if (error) measure_final_error(*solver, s, error, comm, sum);
   if (observed && layout.records) gather_solution(*observed, comm, width, s.nt, sum);
   return sum;
 }
 
 template <class Problem>
 RunSummary run_problem(Problem& problem, int width, const RunSettings& s, const Layout& layout) {
-  if (!s.record_solution) return run_app(problem, nullptr, width, s, layout);
+  const auto error = error_against_exact(problem);
+  if (!s.record_solution) return run_app(problem, nullptr, width, s, layout, error);
   Observed<Problem> app(problem);
-  return run_app(app, &app.observed(), width, s, layout);
+  return run_app(app, &app.observed(), width, s, layout, error);
 }
 
 /// The forward solve, then the adjoint solve (mgrit::gradient): the summary holds the forward

@@ -96,6 +96,10 @@ struct RunSummary {
   std::optional<double> objective, gradient;
   std::string parameter;
   Result adjoint;
+  /// For problems with a closed-form solution: the problem's spatial norm of u - u_exact at the
+  /// solve's last time point (t1; t0 in reverse solves), the discretization error of the result.
+  std::optional<double> final_error;
+  double final_time = 0;
   /// With record_solution: every fine point by index (rank 0), `width` values each.
   std::map<index_t, SolutionPoint> solution;
   int width = 0;
