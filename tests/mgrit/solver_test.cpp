@@ -552,7 +552,7 @@ TEST(SolverRichardson, RefusesARankWithoutAFineCPoint) {
   // 4 intervals with cf 4: one C-point besides 0, and 0 and 4 on the first and last rank only
   // when there are 2 ranks; at 3 ranks the middle one holds none.
   Options o;
-  o.max_levels(2).cfactor(4).richardson(2);
+  o.max_levels(2).min_coarse(1).cfactor(4).richardson(2);
   const TimeGrid grid = TimeGrid::uniform(0.0, 1.0, 4);
   if (ranks == 2) {
     EXPECT_NO_THROW((Solver<Decay>(app, MPI_COMM_WORLD, grid, o)));
