@@ -31,9 +31,11 @@ void print_header(const MgritSettings& s, const Summary& sum) {
   line(fmt::format("  time grid    [{}, {}], {} intervals, {}", number(s.run.settings.t0),
                    number(s.run.settings.t1), s.run.settings.nt,
                    s.run.reverse ? "reverse (t1 -> t0)" : "forward (t0 -> t1)"));
-  line(fmt::format("  convention   {}, cycle {}, initial phase {}, initial guess {}",
+  line(fmt::format("  convention   {}, cycle {}, initial phase {}, initial guess {}{}",
                    mgrit::to_string(o.convention()), mgrit::to_string(o.cycle()),
-                   mgrit::to_string(o.effective_initial_phase()), s.run.init));
+                   mgrit::to_string(o.effective_initial_phase()), s.run.init,
+                   s.run.richardson ? fmt::format(", Richardson (local order {})", s.run.richardson)
+                                    : std::string()));
   line(fmt::format("  stopping     tol {}, rtol {}, tnorm {}, max-iter {}, residual {}",
                    number(s.run.tol), number(s.run.rtol), mgrit::to_string(s.run.tnorm),
                    s.run.max_iter, s.run.residual ? "on" : "off"));

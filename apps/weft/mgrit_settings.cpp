@@ -127,6 +127,10 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
                "do not compute residuals: run exactly --max-iter iterations");
   cmd.add_flag("--reverse", args.reverse,
                "solve from t1 down to t0 (the initial value is then at t1)");
+  cmd.add_flag("--richardson", args.richardson,
+               "Richardson extrapolation at the fine C-points with the integrator's local order "
+               "(linear, dahlquist; --convention xbraid): the converged solution is one order "
+               "more accurate than the sequential solve");
   cmd.add_flag("--gradient", args.gradient,
                "also J = |u_N|^2/2 and dJ/dp (an adjoint MGRIT solve) for " + join(with_gradient));
 }
@@ -232,6 +236,7 @@ MgritSettings resolve(const MgritArgs& a, MPI_Comm comm) {
   text.no_residual = a.no_residual;
   text.reverse = a.reverse;
   text.gradient = a.gradient;
+  text.richardson = a.richardson;
   text.spell = flag_of_parameter;
   if (a.given("--output")) text.values["record_solution"] = "1";
   if (a.given("--points")) {

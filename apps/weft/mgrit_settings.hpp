@@ -30,6 +30,7 @@ struct MgritArgs {
   bool relax_only_coarsest = false;
   bool no_residual = false;
   bool reverse = false;
+  bool richardson = false;
   bool gradient = false;
 
   bool given(const std::string& flag) const;

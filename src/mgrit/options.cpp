@@ -114,6 +114,16 @@ void Options::validate() const {
   require(max_iterations_ >= 1, "option max_iterations: " + std::to_string(max_iterations_) +
                                     " is invalid; accepted: an integer >= 1");
   require(divergence_limit_ > 0, "option divergence_limit: must be > 0");
+  if (richardson_order_ != 0) {
+    require(richardson_order_ >= 2, "option richardson: local order " +
+                                        std::to_string(richardson_order_) +
+                                        " is invalid; accepted: an integer >= 2 (0: off)");
+    require(convention_ == Convention::XBraid,
+            "option richardson: needs convention xbraid (its relaxation order)");
+    bool unit_weights = cweight_.fallback() == 1.0;
+    for (const auto& [level, w] : cweight_.overrides()) unit_weights = unit_weights && w == 1.0;
+    require(unit_weights, "option richardson: needs C-weight 1 on every level (cweight)");
+  }
 }
 
 }  // namespace weft::mgrit

@@ -58,6 +58,19 @@ TEST(Options, InvalidValuesNameTheOption) {
   }
 }
 
+TEST(Options, RichardsonNeedsAnOrderTheXBraidConventionAndUnitWeights) {
+  EXPECT_EQ(error_of(Options().richardson(2)), "");
+  EXPECT_NE(error_of(Options().richardson(1))
+                .find("local order 1 is invalid; accepted: an "
+                      "integer >= 2"),
+            std::string::npos);
+  EXPECT_NE(error_of(Options().richardson(2).convention(Convention::PyMGRIT))
+                .find("needs convention xbraid"),
+            std::string::npos);
+  EXPECT_NE(error_of(Options().richardson(2).cweight(1.5, 3)).find("needs C-weight 1"),
+            std::string::npos);
+}
+
 TEST(Options, ConventionSetsDefaultPhaseAndFinalSweep) {
   EXPECT_EQ(Options().effective_initial_phase(), InitialPhase::Skip);
   EXPECT_EQ(Options().convention(Convention::PyMGRIT).effective_initial_phase(),

@@ -163,6 +163,42 @@ TEST(RunRequest, TheFinalErrorIsTheDiscretizationErrorOfXBraidsEx06) {
   }
 }
 
+// --richardson takes the local order from the problem's fine integrator; the combinations it
+// cannot honour are refused by name.
+TEST(RunRequest, RichardsonTakesTheIntegratorsOrderAndRefusesWhatItCannotDo) {
+  auto with_richardson = [](std::map<std::string, std::string> values) {
+    RunText t = given(std::move(values));
+    t.richardson = true;
+    return t;
+  };
+  auto order = [&](std::map<std::string, std::string> values) {
+    return parse_run(with_richardson(std::move(values))).settings.options.richardson_order();
+  };
+  EXPECT_EQ(order({{"problem", "linear"}, {"convention", "xbraid"}}), 2);
+  EXPECT_EQ(order({{"problem", "linear"}, {"convention", "xbraid"}, {"integrator", "sdirk2"}}), 3);
+  EXPECT_EQ(order({{"problem", "dahlquist"}, {"convention", "xbraid"}, {"integrator", "tr"}}), 3);
+  EXPECT_EQ(parse_run(given({{"problem", "linear"}})).settings.options.richardson_order(), 0);
+  auto refusal = [&](std::map<std::string, std::string> values, bool gradient = false) {
+    RunText t = with_richardson(std::move(values));
+    t.gradient = gradient;
+    try {
+      parse_run(t);
+    } catch (const InvalidOption& e) {
+      return e.option() + " | " + e.detail();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(refusal({{"problem", "heat1d"}, {"convention", "xbraid"}}),
+            "richardson | not available for problem heat1d: its integrator declares no local "
+            "order; accepted: problem linear or dahlquist");
+  EXPECT_EQ(refusal({{"problem", "linear"}}),
+            "richardson | needs convention xbraid (Richardson follows XBraid's relaxation)");
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"convention", "xbraid"}, {"cwt", "1,2"}}),
+            "richardson | needs cwt 1 (a weighted C-relaxation cannot be extrapolated)");
+  EXPECT_EQ(refusal({{"problem", "dahlquist"}, {"convention", "xbraid"}}, true),
+            "richardson | not with gradient");
+}
+
 TEST(RunRequest, TheRecordHoldsWhatTheRunDid) {
   RunText t = given({{"problem", "dahlquist"}, {"lambda", "-0.5"}, {"nt", "16"}, {"cf", "2"}});
   t.gradient = true;

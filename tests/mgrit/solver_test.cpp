@@ -536,5 +536,37 @@ TEST(Spatial, CoarsenAndRefineAreUsedBetweenLevels) {
   }
 }
 
+// Richardson at a rank's first C-point steps from the left neighbour's last one: every rank
+// must hold a fine C-point, else every rank refuses the same way.
+TEST(SolverRichardson, RefusesARankWithoutAFineCPoint) {
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (ranks < 2) GTEST_SKIP() << "needs 2 ranks";
+  struct Decay {
+    using State = double;
+    State init(double t) const { return t == 0 ? 1.0 : 0.0; }
+    void step(const State& in, State& out, double t0, double t1, const StepInfo&) const {
+      out = in / (1 + (t1 - t0));
+    }
+  } app;
+  // 4 intervals with cf 4: one C-point besides 0, and 0 and 4 on the first and last rank only
+  // when there are 2 ranks; at 3 ranks the middle one holds none.
+  Options o;
+  o.max_levels(2).min_coarse(1).cfactor(4).richardson(2);
+  const TimeGrid grid = TimeGrid::uniform(0.0, 1.0, 4);
+  if (ranks == 2) {
+    EXPECT_NO_THROW((Solver<Decay>(app, MPI_COMM_WORLD, grid, o)));
+  } else {
+    try {
+      Solver<Decay> solver(app, MPI_COMM_WORLD, grid, o);
+      ADD_FAILURE() << "no refusal";
+    } catch (const InvalidOption& e) {
+      EXPECT_NE(std::string(e.what()).find("needs a C-point of the fine grid on every rank"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::mgrit

@@ -104,6 +104,12 @@ class Solver {
     std::vector<char> send_buf, recv_buf;
     typename Transport::Request send_req = Transport::null_request(),
                                 recv_req = Transport::null_request();
+    // Richardson (fine level): the left neighbour's last C-point before a C-relaxation, and the
+    // one step over a C-interval.
+    State rich_left{}, rich_step{};
+    std::vector<char> rich_send_buf, rich_recv_buf;
+    typename Transport::Request rich_send_req = Transport::null_request(),
+                                rich_recv_req = Transport::null_request();
     index_t steps = 0;
     double sweep_seconds = 0;  ///< inside this level's sweeps, as sweep_time_
     bool empty() const { return lo == hi; }
@@ -190,7 +196,12 @@ class Solver {
     sweep(l, sw);
   }
   void inject(int l);
-  void fas_rhs(int l);
+  void fas_rhs(int l, bool measure_richardson = false);
+  /// Richardson extrapolation is on: an order given and a coarse level to extrapolate from.
+  bool richardson() const { return options_.richardson_order() > 0 && levels_.size() > 1; }
+  /// The extrapolation weight a of fine C-point number j (j >= 1): u_c = a F_c + (1 - a) G_c.
+  double richardson_weight(index_t j) const;
+  void richardson_extrapolate(Level& L, index_t j, State& uc);
   void restrict_to(int l, Sweep sw, bool measure);
   void interpolate(int coarse_level, bool relax_first);
   void assign_from_coarse(int coarse_level);
@@ -217,6 +228,7 @@ class Solver {
   std::vector<int> owner_by_position_;
   Statistics stats_;
   bool solved_once_ = false;
+  int iteration_ = 0;  ///< the current MGRIT iteration (Richardson skips iteration 0's C-relax)
   double residual_acc_ = 0;
   double comm_time_ = 0;
   double sweep_time_ = 0;
@@ -285,6 +297,20 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
     if (l > 0) {
       L.v.resize(n);
       L.g.resize(n);
+    }
+  }
+  if (richardson()) {
+    // The extrapolation at a rank's first C-point steps from the previous C-point, which must
+    // then be the left neighbour's last one.
+    const auto& cp = hierarchy_.level(0).cpoints;
+    for (int q = 0; q < ranks_; ++q) {
+      const auto first = std::lower_bound(cp.begin(), cp.end(), dist.begin(q));
+      if (first == cp.end() || *first >= dist.end(q))
+        throw InvalidOption(
+            "option richardson: needs a C-point of the fine grid on every rank; "
+            "rank " +
+            std::to_string(dist.rank_at_position(q)) +
+            " has none (fewer ranks, or a smaller coarsening factor)");
     }
   }
   owner_by_position_.resize(static_cast<size_t>(ranks_));
@@ -410,12 +436,32 @@ void Solver<App, Transport>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& 
     wait_recv(L);
     return &L.recv_state;
   };
+  // Richardson: each rank's first C-point also needs the left neighbour's last C-point as it
+  // was before this sweep (XBraid's relaxation reads it there too), sent on its own tag.
+  const bool extrapolate = l == 0 && sw.c == CAction::Relax && richardson() && iteration_ > 0;
+  if (extrapolate) {
+    if (L.right >= 0) {
+      const State& last_c = u_at(L, cp[static_cast<size_t>(L.c_end - 1)]);
+      const std::size_t bytes = Ops::buffer_size(app_, last_c);
+      L.rich_send_buf.resize(bytes);
+      Ops::pack(app_, last_c, L.rich_send_buf.data());
+      transport_.isend(L.rich_send_buf.data(), bytes, L.right, 300, L.rich_send_req);
+      ++stats_.messages_sent;
+    }
+    if (L.left >= 0) {
+      Ops::copy(app_, u_at(L, L.lo), L.rich_left);  // a state of this level, for its size
+      L.rich_recv_buf.resize(Ops::buffer_size(app_, L.rich_left));
+      transport_.irecv(L.rich_recv_buf.data(), L.rich_recv_buf.size(), L.left, 300,
+                       L.rich_recv_req);
+    }
+  }
 
   auto c_action = [&](index_t j, index_t c, const State& prev) {
     State& uc = u_at(L, c);
     if (sw.c == CAction::Relax) {
       if (sw.weight == 1.0) {
         step(L, l, prev, uc, c, sw.done, true);
+        if (extrapolate) richardson_extrapolate(L, j, uc);
       } else {
         step(L, l, prev, L.res, c, sw.done, true);
         Ops::sum(app_, sw.weight, L.res, 1.0 - sw.weight, uc);
@@ -474,11 +520,73 @@ void Solver<App, Transport>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& 
     }
   }
   finish_send(L);
+  if (extrapolate && Transport::active(L.rich_send_req)) {
+    const double t = now();
+    transport_.wait_send(L.rich_send_req);
+    comm_time_ += now() - t;
+  }
   {
     const double inside = (now() - t_start) - (comm_time_ - comm_before);
     sweep_time_ += inside;
     L.sweep_seconds += inside;
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// Richardson extrapolation (fine level only). With p the local order, over the C-interval
+// (c_prev, c]: dtk = sum of (t_i - t_{i-1})^p over its fine steps, DTK = (t_c - t_prev)^p, and
+// a = DTK / (DTK - dtk): with m uniform steps a = m^(p-1) / (m^(p-1) - 1), so a F + (1 - a) G
+// cancels the leading local error of the m fine steps F against that of one step G.
+
+template <class App, class Transport>
+double Solver<App, Transport>::richardson_weight(index_t j) const {
+  const LevelGrid& g = hierarchy_.level(0);
+  const index_t c = g.cpoints[static_cast<size_t>(j)];
+  const index_t c_prev = g.cpoints[static_cast<size_t>(j - 1)];
+  const int p = options_.richardson_order();
+  const auto t = [&](index_t i) { return g.times[static_cast<size_t>(i)]; };
+  double dtk = 0;
+  for (index_t i = c_prev + 1; i <= c; ++i) dtk += std::pow(t(i) - t(i - 1), p);
+  const double big = std::pow(t(c) - t(c_prev), p);
+  return big / (big - dtk);
+}
+
+// uc holds F_c (the fine steps from the previous C-point); it becomes a F_c + (1 - a) G_c, with
+// G_c one step of the fine integrator from the previous C-point's value before this sweep.
+template <class App, class Transport>
+void Solver<App, Transport>::richardson_extrapolate(Level& L, index_t j, State& uc) {
+  const auto& cp = L.grid->cpoints;
+  const index_t c = cp[static_cast<size_t>(j)];
+  const index_t c_prev = cp[static_cast<size_t>(j - 1)];
+  const State* left = nullptr;
+  if (j > L.c_begin) {
+    left = &u_at(L, c_prev);
+  } else {
+    const double t = now();
+    const std::size_t count = transport_.wait_recv(L.rich_recv_req);
+    comm_time_ += now() - t;
+    ++stats_.messages_received;
+    if (count != L.rich_recv_buf.size())
+      throw MpiError(transport_.where() + ": received a state of " + std::to_string(count) +
+                     " bytes, expected " + std::to_string(L.rich_recv_buf.size()));
+    Ops::unpack(app_, L.rich_recv_buf.data(), L.rich_left);
+    left = &L.rich_left;
+  }
+  Ops::copy(app_, uc, L.rich_step);  // the fine value is the step's initial guess (implicit Apps)
+  StepInfo info;
+  info.level = 0;
+  info.from = user_index(L, c_prev);
+  info.to = user_index(L, c);
+  info.direction = direction_;
+  {
+    trace::Span span("step", trace_category());
+    span.step(0, info.from, info.to, false);
+    app_.step(*left, L.rich_step, L.grid->times[static_cast<size_t>(c_prev)],
+              L.grid->times[static_cast<size_t>(c)], info);
+  }
+  ++L.steps;
+  const double a = richardson_weight(j);
+  Ops::sum(app_, 1.0 - a, L.rich_step, a, uc);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -504,7 +612,7 @@ void Solver<App, Transport>::inject(int l) {
 
 // g_k += v_k - Phi_c(v_{k-1}) on coarse level l (g_k already holds the restricted residual).
 template <class App, class Transport>
-void Solver<App, Transport>::fas_rhs(int l) {
+void Solver<App, Transport>::fas_rhs(int l, bool measure_richardson) {
   Level& L = levels_[static_cast<size_t>(l)];
   if (L.empty()) return;
   const double t_start = now();
@@ -515,6 +623,21 @@ void Solver<App, Transport>::fas_rhs(int l) {
   auto update = [&](index_t k, const State& v_prev) {
     const auto s = static_cast<size_t>(k - L.lo);
     step(L, l, v_prev, L.res, k, false, false);
+    if (l == 1 && richardson()) {
+      // g = a (r + v - G v); the residual of the extrapolated system is g - (v - G v).
+      State& e = L.tmp[0];
+      Ops::copy(app_, L.v[s], e);
+      Ops::sum(app_, -1.0, L.res, 1.0, e);
+      const double a = richardson_weight(k);
+      Ops::sum(app_, a, e, a, L.g[s]);
+      if (measure_richardson) {
+        State& d = L.tmp[1];
+        Ops::copy(app_, L.g[s], d);
+        Ops::sum(app_, -1.0, e, 1.0, d);
+        accumulate_residual(Ops::norm(app_, d));
+      }
+      return;
+    }
     Ops::sum(app_, 1.0, L.v[s], 1.0, L.g[s]);
     Ops::sum(app_, -1.0, L.res, 1.0, L.g[s]);
   };
@@ -538,16 +661,18 @@ template <class App, class Transport>
 void Solver<App, Transport>::restrict_to(int l, Sweep sw, bool measure) {
   Level& C = levels_[static_cast<size_t>(l + 1)];
   sw.c = CAction::Residual;
+  // With Richardson the fine residual is that of the extrapolated system, measured by fas_rhs.
+  const bool extrapolated = l == 0 && richardson();
   sweep(
       l, sw, [](index_t, const State&) {},
       [&](index_t j, index_t, const State& r) {
-        if (measure) accumulate_residual(Ops::norm(app_, r));
+        if (measure && !extrapolated) accumulate_residual(Ops::norm(app_, r));
         trace::Span span("restrict", trace_category());
         span.level(l + 1);
         Ops::coarsen(app_, r, C.g[static_cast<size_t>(j - C.lo)], l);
       });
   inject(l);
-  fas_rhs(l + 1);
+  fas_rhs(l + 1, measure && extrapolated);
   C.g_active = true;
 }
 
@@ -823,6 +948,7 @@ Result Solver<App, Transport>::solve() {
     std::optional<double> first, previous;
     for (int k = 0; k < options_.max_iterations(); ++k) {
       trace::set_iteration(k);
+      iteration_ = k;
       bool measured = false;
       if (k == 0 && phase == InitialPhase::Skip) {
         skip_phase();

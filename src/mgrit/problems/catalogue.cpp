@@ -119,6 +119,10 @@ class DahlquistProblem final : public Named {
     return "dahlquist: u' = lambda u, lambda " + number(lambda_) + ", " + integrator_text();
   }
   Values parameters() const override { return {{"lambda", lambda_}}; }
+  int local_order() const override {
+    const Integrator fine = integrators_.at(0);
+    return fine == Integrator::BackwardEuler || fine == Integrator::ForwardEuler ? 2 : 3;
+  }
   RunSummary run(const RunSettings& s, MPI_Comm comm) override {
     DahlquistLevels dahlquist(lambda_, integrators_, s.t_start(), s.guess);
     if (s.gradient) return run_gradient(dahlquist, "lambda", s, comm);
@@ -143,6 +147,7 @@ class Linear final : public Named {
   Values parameters() const override {
     return {{"a", p_.a}, {"b", p_.b}, {"c", p_.c}, {"u0", p_.u0}};
   }
+  int local_order() const override { return methods_.at(0) == LinearOde::Method::Sdirk2 ? 3 : 2; }
   RunSummary run(const RunSettings& s, MPI_Comm comm) override {
     LinearOde ode(p_, methods_, s.t_start(), s.guess);
     return run_problem(ode, 1, s, world_layout(comm));

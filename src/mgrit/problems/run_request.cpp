@@ -96,6 +96,7 @@ Options options_of(const RunRequest& r) {
   o.storage(r.storage).abs_tol(r.tol).rel_tol(r.rtol).temporal_norm(r.tnorm);
   o.max_iterations(r.max_iter).compute_residual(r.residual);
   o.direction(r.reverse ? Direction::Reverse : Direction::Forward);
+  o.richardson(r.richardson);
   return o;
 }
 
@@ -259,6 +260,19 @@ RunRequest parse_run(const RunText& text) {
   r.max_iter = static_cast<int>(
       v.integer("max_iter", 1, "an integer >= 1", std::numeric_limits<int>::max()));
   r.residual = !text.no_residual;
+  if (text.richardson) {
+    auto refuse = [&](const std::string& why) { throw InvalidOption("run", "richardson", why); };
+    r.richardson = r.instance->local_order();
+    if (r.richardson == 0)
+      refuse("not available for " + spell("problem") + " " + r.problem +
+             ": its integrator declares no local order; accepted: " + spell("problem") +
+             " linear or dahlquist");
+    if (r.convention != Convention::XBraid)
+      refuse("needs " + spell("convention") + " xbraid (Richardson follows XBraid's relaxation)");
+    if (std::any_of(r.cwt.begin(), r.cwt.end(), [](double w) { return w != 1.0; }))
+      refuse("needs " + spell("cwt") + " 1 (a weighted C-relaxation cannot be extrapolated)");
+    if (text.gradient) refuse("not with " + spell("gradient"));
+  }
 
   // Initial guess and storage
   r.init = v.text("init");

@@ -115,6 +115,9 @@ class ModelProblem {
   virtual std::vector<std::pair<std::string, ParameterValue>> parameters() const = 0;
   /// Collective over `comm`. Throws InvalidOption naming a parameter or a RunSettings field.
   virtual RunSummary run(const RunSettings& settings, MPI_Comm comm) = 0;
+  /// The fine integrator's local order p (local error O(dt^p)), for Richardson extrapolation;
+  /// 0 where the problem declares none.
+  virtual int local_order() const { return 0; }
 };
 
 struct CatalogueEntry {

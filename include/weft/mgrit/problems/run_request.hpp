@@ -37,6 +37,8 @@ struct RunText {
   bool no_residual = false;
   bool reverse = false;
   bool gradient = false;
+  /// Richardson extrapolation with the problem's own local order.
+  bool richardson = false;
   /// Explicit coarse levels (fine indices per coarse level, checked by the front end that read
   /// them); they fix the number of levels.
   std::vector<std::vector<index_t>> points;
@@ -68,6 +70,7 @@ struct RunRequest {
   std::string init;  ///< the guess as given ("zero", "value:X", "random:SEED", "sequential")
   Storage storage = Storage::All;
   Convention convention = Convention::PyMGRIT;
+  int richardson = 0;  ///< the local order Richardson uses; 0: off
   bool reverse = false;
 };
 
