@@ -3,14 +3,16 @@
 # docs/scaling.md): for each network and each rank count P, the predicted time per batch and the
 # replayed one, medians over ROUNDS alternating rounds, and their ratio.
 #
-# Runs at P > 2 ranks share this machine's cores (--oversubscribe; waiting ranks yield), so the
-# replay prices every event by its own CPU time, not by the wall time that includes waiting for
-# a core. What that CPU time still carries is contention: two busy vCPUs of one physical core
-# slow each other, and with more processes than cores a step that the scheduler interrupts
-# resumes with cold caches. The script measures it in the same run, for each P: the replayed
-# 1-rank batch with P - 1 copies of the run going at once (P = 2: one copy), over the replayed
-# 1-rank batch alone (the "contention" column), and divides the replay at P by it ("replayed,
-# uncontended") before comparing with predict, which measures its costs on one rank alone.
+# Runs at P > 2 ranks share this machine's cores when it has fewer than P (--oversubscribe;
+# waiting ranks yield), so the replay prices every event by its own CPU time, not by the wall
+# time that includes waiting for a core. That CPU time still carries contention: busy cores slow
+# each other (two vCPUs of one physical core; a host's shared clock budget or memory bandwidth),
+# and `weft predict` prices it too: it times the model's serial batch beside copies of itself
+# with up to min(P, cores) cores busy and slows every rank's computing at P by that factor (its
+# JSON's "slowdown"). The script measures the same effect its own way, for each P: the replayed
+# 1-rank batch with P - 1 copies of the run going at once, over the replayed 1-rank batch alone
+# (the "contention" column), printed beside predict's slowdown. Predicted / replayed compares
+# like with like: both carry the contention.
 #
 # Environment: NETWORKS (default "resnet deep stages gru"; "weak" is the ResNet of resnet's flags
 # with WEAK layers per rank, default 4: `weft predict --weak`), RANKS (default "1 2 4 8 16"),
@@ -80,14 +82,16 @@ rss = json.load(open('$work/$tag.trace'))['otherData']['max_rss_kib'].values(); 
 print(f\"{r['median_batch_ms']}:{max(rss) / 1024}:{r['measured_median_batch_ms']}\")"
 }
 
-# "batch_ms:MiB" for each P of the list $2 (one line each; "skip" where predict has no row).
+# "batch_ms:MiB:slowdown" for each P of the list $2 (one line each; "skip" where predict has no
+# row).
 predicted() {
   local name=$1 list=$2 tag=$3 extra=""
   [[ $name == weak ]] && extra="--weak $weak"
   # predict refuses a list holding a P beyond the layers: then the largest P that it takes.
   local ranks=$list
   while ! mpirun -np 1 $weft predict $(flags_of "$name" 1) "${data[@]}" $extra --threads 1 \
-    --ranks "$ranks" --repeats 3 --json "$work/$tag.predict" > /dev/null 2>&1; do
+    --ranks "$ranks" --repeats 3 --json "$work/$tag.predict" > /dev/null 2> "$work/$tag.err"; do
+    echo "  weft predict --ranks $ranks failed: $(grep -v '^ *$' "$work/$tag.err" | tail -1)" >&2
     [[ $ranks == *,* ]] || break
     ranks=${ranks%,*}
   done
@@ -98,7 +102,7 @@ if os.path.exists(sys.argv[1]):
     rows = {p["ranks"]: p for p in json.load(open(sys.argv[1]))["predictions"]}
 for np in sys.argv[2].split(","):
     p = rows.get(int(np))
-    print(f"{p['batch_ms']}:{p['memory_per_rank_mib']}" if p else "skip")
+    print(f"{p['batch_ms']}:{p['memory_per_rank_mib']}:{p.get('slowdown', 1.0)}" if p else "skip")
 PY
 }
 
@@ -134,22 +138,22 @@ for name in $networks; do
       "$work/series-$name" <<'PY'
 import json, statistics, sys
 np = int(sys.argv[1])
-# Values are "batch_ms:MiB" (predict) and "replayed_ms:MiB:measured_ms" (traced runs).
+# Values are "batch_ms:MiB:slowdown" (predict) and "replayed_ms:MiB:measured_ms" (traced runs).
 alone, busy, pred, rep = ([[float(v) for v in x.split(":")] for x in a.split()]
                           for a in sys.argv[2:6])
 med = lambda rows, k: statistics.median(row[k] for row in rows)
 contention = med(busy, 0) / med(alone, 0)
-p, r, measured = med(pred, 0), med(rep, 0), med(rep, 2)
-r_clean = r / contention
+p, r, measured, slowdown = med(pred, 0), med(rep, 0), med(rep, 2), med(pred, 2)
 print(f"  P={np:3d}  predicted {p:9.2f} ms  replayed {r:9.2f} ms  measured {measured:9.2f} ms  "
-      f"(1 rank alone {med(alone, 2):9.2f} ms)  contention {contention:.2f}  "
-      f"replayed, uncontended {r_clean:9.2f} ms  predicted/replayed {p / r:.3f} raw, "
-      f"{p / r_clean:.3f} uncontended  replayed/measured {r / measured:.3f}  "
+      f"(1 rank alone {med(alone, 2):9.2f} ms)  predicted/replayed {p / r:.3f}  "
+      f"replayed/measured {r / measured:.3f}  slowdown: predict's {slowdown:.2f}, "
+      f"contention (1 rank beside P-1 copies) {contention:.2f}  "
       f"MiB per rank: predicted {med(pred, 1):7.1f}  max RSS {med(rep, 1):7.1f}")
 with open(sys.argv[6], "a") as f:
-    f.write(json.dumps({"ranks": np, "predicted_ms": p, "replayed_ms": r_clean,
-                        "replayed_raw_ms": r, "measured_ms": measured, "contention": contention,
-                        "predicted_mib": med(pred, 1), "max_rss_mib": med(rep, 1)}) + "\n")
+    f.write(json.dumps({"ranks": np, "predicted_ms": p, "replayed_ms": r,
+                        "measured_ms": measured, "predicted_slowdown": slowdown,
+                        "contention": contention, "predicted_mib": med(pred, 1),
+                        "max_rss_mib": med(rep, 1)}) + "\n")
 PY
   done
   unset pred rep busy

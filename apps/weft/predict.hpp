@@ -30,6 +30,10 @@ struct PredictConfig {
   std::int64_t weak = 0;
   double latency = -1;    ///< seconds; < 0: ping-pong with 2 ranks, else the default
   double bandwidth = -1;  ///< bytes per second; likewise
+  /// Busy-core slowdown of every rank's computing at P > 1: < 0 measured here
+  /// (weft::train::measure_busy_slowdown, with as many cores busy as P ranks keep busy on this
+  /// machine), 0 none, >= 1 this factor.
+  double contention = -1;
 };
 
 /// Collective over `comm`; returns the exit code.

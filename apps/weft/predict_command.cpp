@@ -1,10 +1,12 @@
 // `weft predict`: its flags (those of `weft train` and its own); weft-nn runs it
 // (predict_run.cpp).
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli_support.hpp"
 #include "predict.hpp"
@@ -34,6 +36,10 @@ Subcommand add_predict_command(CLI::App& weft) {
   opt("--weak", "LAYERS_PER_RANK",
       "weak scaling: LAYERS_PER_RANK x P layers at P ranks (--model resnet; costs measured on "
       "--steps layers, extended layer by layer)");
+  opt("--contention", "measure|off|X",
+      "how much slower a rank computes when P ranks keep P cores busy: measure (default: the "
+      "serial batch timed beside P - 1 copies of itself, up to this machine's cores), off (every "
+      "rank as fast as one alone), or a factor X >= 1 for every P > 1");
   opt("--repeats", "INT",
       "measuring passes, each timing every figure; a figure is its median over the passes "
       "(default 9; fewer, but at least 3, once 20 s have gone)");
@@ -59,6 +65,17 @@ Subcommand add_predict_command(CLI::App& weft) {
         }
         if (given("--weak"))
           p.weak = parse_integer("--weak", text("--weak"), 1, "an integer >= 1 (layers per rank)");
+        if (given("--contention")) {
+          const std::string v = text("--contention");
+          const char* accepted = "measure, off or a number >= 1";
+          if (v == "off")
+            p.contention = 0;
+          else if (v != "measure") {
+            p.contention = parse_number("--contention", v, accepted);
+            if (!(p.contention >= 1) || !std::isfinite(p.contention))
+              invalid_value("--contention", v, accepted);
+          }
+        }
         if (given("--repeats"))
           p.repeats = static_cast<int>(
               parse_integer("--repeats", text("--repeats"), 1, "an integer in [1, 1000]", 1000));

@@ -57,6 +57,91 @@ std::vector<int> rank_counts(const PredictConfig& p, std::int64_t layers) {
   return out;
 }
 
+/// The rank counts a prediction prices: --ranks, else 1, 2, 4, ... (up to min(1024, N) for
+/// strong scaling, 64 for --weak).
+std::vector<int> predicted_counts(const PredictConfig& p, std::int64_t layers) {
+  if (p.weak == 0) return rank_counts(p, layers);
+  std::vector<int> out = p.ranks;
+  if (out.empty())
+    for (int r = 1; r <= 64; r *= 2) out.push_back(r);
+  return out;
+}
+
+/// How much slower every rank computes at P ranks than one rank alone (--contention).
+struct Contention {
+  std::string source = "measured";  ///< "measured", "off" or "--contention"
+  int cores = 1;                    ///< this machine's, for ranks of `threads` torch threads
+  int threads = 1;
+  double fixed = 1;                ///< --contention X
+  std::map<int, double> measured;  ///< by busy cores
+
+  /// The cores P ranks keep busy here: one per rank, as many as there are.
+  int busy(int ranks) const { return std::max(1, std::min(ranks, cores / threads)); }
+  double factor(int ranks) const {
+    if (ranks == 1 || source == "off") return 1;
+    if (source != "measured") return fixed;
+    const int b = busy(ranks);
+    return b == 1 ? 1.0 : measured.at(b);
+  }
+  /// One line for the output.
+  std::string describe() const {
+    if (source == "off") return "not priced (--contention off): every rank computes as one alone";
+    if (source != "measured")
+      return fmt::format("every rank computes {:.3f}x as long at P > 1 (--contention)", fixed);
+    if (measured.empty())
+      return fmt::format("one core busy at every P listed ({} cores, {} torch thread{} per rank)",
+                         cores, threads, threads == 1 ? "" : "s");
+    std::string counts, factors;
+    for (const auto& [b, f] : measured) {
+      counts += (counts.empty() ? "" : " / ") + std::to_string(b);
+      factors += (factors.empty() ? "" : " / ") + fmt::format("{:.3f}", f);
+    }
+    return fmt::format(
+        "with {} cores busy a rank computes {}x as long as with one (the serial batch timed "
+        "beside copies of itself; {} cores here, {} torch thread{} per rank: more ranks are "
+        "priced at {} busy)",
+        counts, factors, cores, threads, threads == 1 ? "" : "s", busy(1 << 30));
+  }
+  json to_json() const {
+    json by = json::object();
+    for (const auto& [b, f] : measured) by[std::to_string(b)] = f;
+    json out = {{"source", source}, {"cores", cores}, {"threads_per_rank", threads}};
+    if (source == "measured") out["slowdown_by_busy_cores"] = by;
+    if (source == "--contention") out["slowdown"] = fixed;
+    return out;
+  }
+};
+
+/// On the measuring rank, after the costs (the same threads and model).
+Contention measure_contention(const PredictConfig& p, const std::vector<int>& counts, int threads) {
+  Contention c;
+  c.cores = train::available_cores();
+  c.threads = threads;
+  if (p.contention == 0) c.source = "off";
+  if (p.contention >= 1) {
+    c.source = "--contention";
+    c.fixed = p.contention;
+  }
+  if (c.source != "measured") return c;
+  std::vector<int> busy;
+  for (int r : counts)
+    if (c.busy(r) > 1) busy.push_back(c.busy(r));
+  std::sort(busy.begin(), busy.end());
+  busy.erase(std::unique(busy.begin(), busy.end()), busy.end());
+  if (busy.empty()) return c;
+  const std::vector<double> f = train::measure_busy_slowdown(
+      p.train, training_example_shape(p.train), busy, std::max(3, p.repeats / 2));
+  for (size_t i = 0; i < busy.size(); ++i) c.measured[busy[i]] = f[i];
+  return c;
+}
+
+/// The prediction at `ranks` with every computing figure slowed by the contention there.
+Prediction predict_at(const nn::LayerParallelOptions& options, const MeasuredCosts& m,
+                      const LinkCosts& link, const Contention& contention, int ranks) {
+  const double f = contention.factor(ranks);
+  return nn::predict_batch(options, f == 1 ? m : nn::slowed(m, f), link, ranks);
+}
+
 json costs_json(const MeasuredCosts& m) {
   auto ms = [](const std::vector<double>& v) {
     json a = json::array();
@@ -101,11 +186,10 @@ json costs_json(const MeasuredCosts& m) {
 
 /// `weft predict --weak L`: the batch at P ranks of the network of L x P layers, against one
 /// rank's exact mode on the same network (predicted from the same costs).
-int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const LinkCosts& link) {
+int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const LinkCosts& link,
+                        const Contention& contention) {
   const TrainConfig& c = p.train;
-  std::vector<int> counts = p.ranks;
-  if (counts.empty())
-    for (int r = 1; r <= 64; r *= 2) counts.push_back(r);
+  const std::vector<int> counts = predicted_counts(p, m.layers);
   TrainConfig exact = c;
   exact.parallel = nn::LayerParallelOptions::exact();
   std::printf(
@@ -116,6 +200,7 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
       m.threads == 1 ? "" : "s");
   std::printf("messages: latency %.2f us, bandwidth %.2f GB/s (%s)\n", 1e6 * link.latency,
               1e-9 * link.bandwidth, link.source.c_str());
+  std::printf("busy cores: %s\n", contention.describe().c_str());
   std::printf("%8s  %8s  %12s  %14s  %22s  %14s\n", "ranks", "layers", "batch ms",
               "weak efficiency", "1-rank exact mode ms", "MiB per rank");
   json list = json::array();
@@ -123,7 +208,7 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
   for (int r : counts) {
     const std::int64_t layers = p.weak * r;
     const MeasuredCosts mr = nn::with_layers(m, layers, c.model.t_final);
-    const Prediction q = nn::predict_batch(c.parallel, mr, link, r);
+    const Prediction q = predict_at(c.parallel, mr, link, contention, r);
     const Prediction one = nn::predict_batch(exact.parallel, mr, link, 1);
     if (first == 0) first = q.batch_seconds;
     const double efficiency = first / q.batch_seconds;
@@ -137,6 +222,8 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
                     {"backward_ms", 1e3 * q.backward_seconds},
                     {"optimizer_ms", 1e3 * q.optimizer_seconds},
                     {"exact_one_rank_ms", 1e3 * one.batch_seconds},
+                    {"busy_cores", contention.busy(r)},
+                    {"slowdown", contention.factor(r)},
                     {"memory_per_rank_mib", q.memory_bytes / kMiB}});
   }
   std::fflush(stdout);
@@ -147,6 +234,7 @@ int run_weak_prediction(const PredictConfig& p, const MeasuredCosts& m, const Li
                       {"batch", c.batch},
                       {"latency_us", 1e6 * link.latency},
                       {"bandwidth_gbs", 1e-9 * link.bandwidth},
+                      {"contention", contention.to_json()},
                       {"costs", costs_json(m)}};
     std::ofstream f(p.json_path);
     f << out.dump(2) << "\n";
@@ -174,9 +262,11 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   // Rank 0 measures alone, so that the figures are one rank's on its core; the others wait
   // without spinning (a blocking MPI call polls and would take a core from rank 0).
   MeasuredCosts m;
+  Contention contention;
   std::exception_ptr error;
   if (mpi::rank(comm) == 0) try {
       m = train::measure_costs(c, training_example_shape(c), p.repeats);
+      contention = measure_contention(p, predicted_counts(p, m.layers), m.threads);
     } catch (const InvalidOption& e) {  // the library's option, as its flag
       error = std::make_exception_ptr(e.option() == "spatial_levels"
                                           ? InvalidOption("option --spatial-levels: " + e.detail())
@@ -194,11 +284,11 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   mpi::check(MPI_Bcast(&b, 1, MPI_UNSIGNED_LONG_LONG, 0, comm), "MPI_Bcast (state bytes)");
   const LinkCosts link = link_costs(p, comm, static_cast<std::size_t>(b));
   if (mpi::rank(comm) != 0) return kExitOk;
-  if (p.weak > 0) return run_weak_prediction(p, m, link);
+  if (p.weak > 0) return run_weak_prediction(p, m, link, contention);
 
   const std::vector<int> counts = rank_counts(p, m.layers);
   std::vector<Prediction> predictions;
-  for (int r : counts) predictions.push_back(nn::predict_batch(c.parallel, m, link, r));
+  for (int r : counts) predictions.push_back(predict_at(c.parallel, m, link, contention, r));
   const double serial = m.serial_batch;
   int break_even = 0;
   for (const Prediction& q : predictions)
@@ -214,6 +304,7 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
               1e-9 * link.bandwidth, link.source.c_str());
   std::printf("serial LibTorch batch (forward, loss, backward, optimizer): %.2f ms\n",
               1e3 * serial);
+  std::printf("busy cores: %s\n", contention.describe().c_str());
   if (m.recurrent)
     std::printf(
         "%lld sequence steps; one %s step: %.3f ms forward, %.3f ms adjoint (build + vjp)\n",
@@ -277,7 +368,9 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
                       {"forward_ms", 1e3 * q.forward_seconds},
                       {"backward_ms", 1e3 * q.backward_seconds},
                       {"optimizer_ms", 1e3 * q.optimizer_seconds},
-                      {"memory_per_rank_mib", q.memory_bytes / kMiB}});
+                      {"memory_per_rank_mib", q.memory_bytes / kMiB},
+                      {"busy_cores", contention.busy(q.ranks)},
+                      {"slowdown", contention.factor(q.ranks)}});
     const json out = {{"predictions", list},
                       {"serial_batch_ms", 1e3 * serial},
                       {"break_even_ranks", break_even > 0 ? json(break_even) : json(nullptr)},
@@ -286,6 +379,7 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
                       {"latency_us", 1e6 * link.latency},
                       {"bandwidth_gbs", 1e-9 * link.bandwidth},
                       {"link_source", link.source},
+                      {"contention", contention.to_json()},
                       {"costs", costs_json(m)}};
     std::ofstream f(p.json_path);
     f << out.dump(2) << "\n";

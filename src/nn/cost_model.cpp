@@ -2,13 +2,16 @@
 // rank's events (the solvers' recorded schedules plus the work around them, as LayerParallel
 // does it), priced on virtual clocks.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/nn/cost_model.hpp"
 #include "weft/util/clock.hpp"
+#include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
 namespace weft::nn {
@@ -316,6 +319,27 @@ MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_
     per_point(out.spatial[d].restriction, m.spatial[d].restriction);
     per_point(out.spatial[d].interpolation, m.spatial[d].interpolation);
   }
+  return out;
+}
+
+MeasuredCosts slowed(const MeasuredCosts& m, double factor) {
+  if (!(factor > 0) || !std::isfinite(factor))
+    throw InvalidOption("slowed", "factor",
+                        "is " + std::to_string(factor) + "; accepted: a finite number > 0");
+  MeasuredCosts out = m;
+  auto scale = [factor](std::vector<double>& v) {
+    for (double& x : v) x *= factor;
+  };
+  for (auto* v : {&out.forward, &out.forward_record, &out.adjoint_reuse, &out.adjoint_final,
+                  &out.adjoint_build, &out.axpy})
+    scale(*v);
+  for (SpatialCosts& d : out.spatial)
+    for (auto* v : {&d.forward, &d.adjoint_build, &d.adjoint_reuse, &d.axpy, &d.restriction,
+                    &d.interpolation})
+      scale(*v);
+  for (double* x : {&out.open_forward, &out.open_backward, &out.close, &out.optimizer,
+                    &out.fixed_forward, &out.fixed_backward, &out.fixed_optimizer})
+    *x *= factor;
   return out;
 }
 

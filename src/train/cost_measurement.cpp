@@ -8,15 +8,23 @@
 // through nn::CellProbe: the code the solvers run.
 #include "weft/train/cost_measurement.hpp"
 
+#include <dlfcn.h>
 #include <malloc.h>
+#include <sched.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "weft/mgrit/hierarchy.hpp"
@@ -163,10 +171,79 @@ void measure_spatial(const TrainerOptions& c, nn::ChainProbe& chain,
   }
 }
 
+/// The recurrent model's serial reference (what `weft train --serial` runs): torch::nn::GRU /
+/// LSTM over the sequence (the implicit cell: its steps in sequence order, the code the solves
+/// run), the linear head, the loss and its backward, and the optimizer over every parameter.
+class RecurrentSerial {
+ public:
+  RecurrentSerial(const TrainerOptions& c, const std::vector<std::int64_t>& image)
+      : rows_(models::parse_sequence_order(c.model.sequence) == models::SequenceOrder::Rows),
+        T_(rows_ ? image[image.size() - 2] : image[image.size() - 2] * image.back()),
+        input_(rows_ ? image.back() : 1),
+        hidden_(c.model.hidden),
+        L_(c.model.rnn_layers),
+        cell_(sequence_classifier_spec(c.model, {image.begin() + 1, image.end()}, c.parallel, false)
+                  .cell,
+              L_, c.model.implicit_step, c.model.implicit_iterations),
+        head_(hidden_, 10) {
+    if (lstm())
+      lstm_ = torch::nn::LSTM(torch::nn::LSTMOptions(input_, hidden_).num_layers(L_));
+    else
+      gru_ = torch::nn::GRU(torch::nn::GRUOptions(input_, hidden_).num_layers(L_));
+    // weight_ih_l<k>, weight_hh_l<k>, bias_ih_l<k>, bias_hh_l<k>: StackedCell's order.
+    params_ = lstm() ? lstm_->parameters() : gru_->parameters();
+    x_ = torch::randn({T_, c.batch, input_});
+    labels_ = torch::randint(0, 10, {c.batch}, torch::kInt64);
+    for (std::int64_t k = 0; k < (lstm() ? 2 * L_ : L_); ++k)
+      zero_state_.push_back(torch::zeros({c.batch, hidden_}));
+    std::vector<Tensor> all = params_;
+    for (const Tensor& p : head_->parameters()) all.push_back(p);
+    optimizer_ = make_optimizer(c, all);
+  }
+
+  bool lstm() const { return cell_.kind() == nn::CellKind::LSTM; }
+  std::int64_t steps() const { return T_; }
+  const nn::CellProbe& cell() const { return cell_; }
+  torch::nn::Linear& head() { return head_; }
+  const Tensor& sequence() const { return x_; }
+  const Tensor& labels() const { return labels_; }
+  /// The recurrent module's parameters (StackedCell's order).
+  const std::vector<Tensor>& parameters() const { return params_; }
+  /// The state tuple's shapes (h, and c for LSTM, per layer), zeros.
+  const std::vector<Tensor>& zero_state() const { return zero_state_; }
+
+  /// zero_grad, the forward over the sequence, the loss and its backward.
+  void backward() {
+    optimizer_->zero_grad();
+    Tensor top;              // the top layer's final hidden state
+    if (cell_.implicit()) {  // --serial runs weft's cell on one rank: its sequential chain
+      std::vector<Tensor> s = zero_state_;
+      for (std::int64_t t = 0; t < T_; ++t) s = cell_.step(s, x_[t], params_);
+      top = s[cell_.top_h()];
+    } else if (lstm()) {
+      top = std::get<0>(std::get<1>(lstm_->forward(x_)))[L_ - 1];
+    } else {
+      top = std::get<1>(gru_->forward(x_))[L_ - 1];
+    }
+    torch::nn::functional::cross_entropy(head_(top), labels_).backward();
+  }
+  void step() { optimizer_->step(); }
+
+ private:
+  bool rows_;
+  std::int64_t T_, input_, hidden_, L_;
+  nn::CellProbe cell_;
+  torch::nn::Linear head_;
+  torch::nn::LSTM lstm_{nullptr};
+  torch::nn::GRU gru_{nullptr};
+  std::vector<Tensor> params_, zero_state_;
+  Tensor x_, labels_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+};
+
 /// gru/lstm: one stacked-cell step (nn::CellProbe, as the MGRIT steps evaluate it,
 /// the implicit cell with its iterations included) in each of the ways the Recurrent solves use
-/// it, the head, the optimizer, and the serial reference: torch::nn::GRU/LSTM over the sequence
-/// (the implicit cell: its steps in sequence order) with the same head, loss and optimizer.
+/// it, the head, the optimizer, and the serial reference (RecurrentSerial).
 MeasuredCosts measure_recurrent(const TrainerOptions& c, const std::vector<std::int64_t>& image,
                                 int repeats) {
   MeasuredCosts m;
@@ -174,35 +251,21 @@ MeasuredCosts measure_recurrent(const TrainerOptions& c, const std::vector<std::
   m.threads = c.threads > 0 ? c.threads : 1;
   torch::set_num_threads(m.threads);
   torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
-  const std::int64_t H = image[image.size() - 2], W = image.back();
-  const bool rows = models::parse_sequence_order(c.model.sequence) == models::SequenceOrder::Rows;
-  const std::int64_t T = rows ? H : H * W, input = rows ? W : 1, B = c.batch;
-  const std::int64_t hidden = c.model.hidden, L = c.model.rnn_layers;
-  const nn::CellProbe cell(
-      sequence_classifier_spec(c.model, {image.begin() + 1, image.end()}, c.parallel, false).cell,
-      L, c.model.implicit_step, c.model.implicit_iterations);
-  const bool lstm = cell.kind() == nn::CellKind::LSTM;
-  torch::nn::LSTM lstm_module{nullptr};
-  torch::nn::GRU gru_module{nullptr};
-  if (lstm)
-    lstm_module = torch::nn::LSTM(torch::nn::LSTMOptions(input, hidden).num_layers(L));
-  else
-    gru_module = torch::nn::GRU(torch::nn::GRUOptions(input, hidden).num_layers(L));
-  // weight_ih_l<k>, weight_hh_l<k>, bias_ih_l<k>, bias_hh_l<k>: StackedCell's order.
-  const std::vector<Tensor> params = lstm ? lstm_module->parameters() : gru_module->parameters();
-  torch::nn::Linear head(hidden, 10);
-  const Tensor x = torch::randn({T, B, input});
-  const Tensor labels = torch::randint(0, 10, {B}, torch::kInt64);
+  RecurrentSerial serial(c, image);
+  const nn::CellProbe& cell = serial.cell();
+  const std::vector<Tensor>& params = serial.parameters();
+  const Tensor& labels = serial.labels();
+  const std::int64_t T = serial.steps();
 
   std::vector<Tensor> s0;
-  for (std::int64_t k = 0; k < (lstm ? 2 * L : L); ++k) s0.push_back(torch::randn({B, hidden}));
+  for (const Tensor& z : serial.zero_state()) s0.push_back(torch::randn_like(z));
   std::vector<Tensor> detached, graph_params;
   for (const Tensor& p : params) {
     detached.push_back(p.detach());
     graph_params.push_back(p.detach().requires_grad_(true));
   }
   const std::vector<Tensor> lambda = s0;
-  const Tensor xt = x[0];
+  const Tensor xt = serial.sequence()[0];
   std::vector<Tensor> leaf, y;
   auto record = [&](const std::vector<Tensor>& with) {
     torch::AutoGradMode on(true);
@@ -262,44 +325,24 @@ MeasuredCosts measure_recurrent(const TrainerOptions& c, const std::vector<std::
   double count = 0;
   for (const Tensor& p : params) count += static_cast<double>(p.numel());
   m.gradient_bytes = 4.0 * count;  // float32
-  m.open_close_parameters = count + count_parameters(*head);
+  m.open_close_parameters = count + count_parameters(*serial.head());
 
   // The head, loss and backward on the final hidden state (every rank), the optimizer over
   // every parameter, and the serial batch.
   const Tensor h_top = s0[cell.top_h()];
   m.close = median_seconds(repeats, [&] {
     const Tensor h = h_top.detach().requires_grad_(true);
-    torch::nn::functional::cross_entropy(head(h), labels).backward();
+    torch::nn::functional::cross_entropy(serial.head()(h), labels).backward();
   });
-  std::vector<Tensor> all = params;
-  for (const Tensor& p : head->parameters()) all.push_back(p);
-  auto optimizer = make_optimizer(c, all);
-  auto serial_step = [&] {
-    optimizer->zero_grad();
-    Tensor top;             // the top layer's final hidden state
-    if (cell.implicit()) {  // --serial runs weft's cell on one rank: its sequential chain
-      std::vector<Tensor> s = s0;
-      for (Tensor& t : s) t = torch::zeros_like(t);
-      for (std::int64_t t = 0; t < T; ++t) s = cell.step(s, x[t], params);
-      top = s[cell.top_h()];
-    } else if (lstm) {
-      top = std::get<0>(std::get<1>(lstm_module->forward(x)))[L - 1];
-    } else {
-      top = std::get<1>(gru_module->forward(x))[L - 1];
-    }
-    torch::nn::functional::cross_entropy(head(top), labels).backward();
-  };
   m.serial_batch = median_seconds(repeats, [&] {
-    serial_step();
-    optimizer->step();
+    serial.backward();
+    serial.step();
   });
-  serial_step();
-  m.optimizer = median_seconds(repeats, [&] { optimizer->step(); });
+  serial.backward();  // the gradients the optimizer steps with
+  m.optimizer = median_seconds(repeats, [&] { serial.step(); });
   return m;
 }
 
-/// Bytes the C allocator has handed out and not taken back (LibTorch's CPU tensors come from
-/// it): exact, unlike the resident size, which keeps freed pages.
 double allocated_bytes() {
   const struct mallinfo2 info = mallinfo2();
   return static_cast<double>(info.uordblks) + static_cast<double>(info.hblkhd);
@@ -551,6 +594,90 @@ MeasuredCosts measure_pass(const TrainerOptions& c, const std::vector<std::int64
   return m;
 }
 
+/// One plain LibTorch training batch of the model (`weft train --serial`: forward, loss,
+/// backward, optimizer step) on its own copy of the model and a random batch.
+std::function<void()> serial_batch(const TrainerOptions& c,
+                                   const std::vector<std::int64_t>& image) {
+  if (is_recurrent(c.model)) {
+    auto serial = std::make_shared<RecurrentSerial>(c, image);
+    return [serial] {
+      serial->backward();
+      serial->step();
+    };
+  }
+  std::vector<std::int64_t> shape = image;
+  shape[0] = c.batch;
+  const std::vector<std::int64_t> example(shape.begin() + 1, shape.end());
+  struct Chain {
+    nn::SequentialNetwork net;
+    Tensor images, labels;
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+  };
+  auto chain = std::make_shared<Chain>(
+      Chain{nn::SequentialNetwork(build_network(c.model, example), c.parallel.seed()),
+            torch::randn(shape), torch::randint(0, 10, {c.batch}, torch::kInt64), nullptr});
+  chain->net->train();
+  chain->optimizer = make_optimizer(c, chain->net->parameters());
+  return [chain] {
+    chain->optimizer->zero_grad();
+    torch::nn::functional::cross_entropy(chain->net->forward(chain->images), chain->labels)
+        .backward();
+    chain->optimizer->step();
+  };
+}
+
+/// Sets the calling thread's OpenMP thread count (LibTorch's intra-op threads on this build).
+/// OpenMP keeps it per thread, so a new thread must set its own; torch::set_num_threads would do
+/// that but also rebuilds process-wide pools (pthreadpool) that other threads may be computing
+/// with. The OpenMP runtime is the one LibTorch loaded, found at run time; without one (another
+/// threading backend) torch::set_num_threads is called, one thread at a time.
+void set_thread_count(int threads) {
+  using SetNumThreads = void (*)(int);
+  static const auto omp =
+      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (omp != nullptr) return omp(threads);
+  static std::mutex one_at_a_time;
+  const std::lock_guard<std::mutex> lock(one_at_a_time);
+  torch::set_num_threads(threads);
+}
+
+/// `timed()` while `others` threads run the model's serial batch, each on its own copy with
+/// `threads` torch threads; they have finished one batch before `timed` starts.
+double while_busy(const TrainerOptions& c, const std::vector<std::int64_t>& image, int threads,
+                  int others, const std::function<double()>& timed) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(others));
+  std::vector<std::thread> busy;
+  for (int k = 0; k < others; ++k)
+    busy.emplace_back([&, k] {
+      try {
+        set_thread_count(threads);
+        const std::function<void()> work = serial_batch(c, image);
+        work();
+        ++ready;
+        while (!stop) work();
+      } catch (...) {
+        errors[static_cast<size_t>(k)] = std::current_exception();
+        ++ready;
+      }
+    });
+  while (ready < others) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  double seconds = 0;
+  std::exception_ptr error;
+  try {
+    seconds = timed();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  stop = true;
+  for (std::thread& t : busy) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  if (error) std::rethrow_exception(error);
+  return seconds;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -631,6 +758,60 @@ MeasuredCosts measure_costs(const TrainerOptions& options,
     return measure(options, image, passes);
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     throw BadData(std::string("measuring the model's costs: ") + e.what_without_backtrace());
+  }
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::vector<double> measure_busy_slowdown(const TrainerOptions& options,
+                                          const std::vector<std::int64_t>& example_shape,
+                                          const std::vector<int>& busy_cores, int passes) {
+  constexpr int kBurst = 3, kMinPasses = 3;
+  constexpr double kBudget = 20.0;
+  const int threads = options.threads > 0 ? options.threads : 1;
+  const int cores = available_cores();
+  if (passes < 1)
+    throw InvalidOption("measure_busy_slowdown", "passes",
+                        "is " + std::to_string(passes) + "; accepted: >= 1");
+  for (int b : busy_cores)
+    if (b < 1 || b * threads > cores)
+      throw InvalidOption("measure_busy_slowdown", "busy_cores",
+                          "has " + std::to_string(b) + "; accepted: 1.." +
+                              std::to_string(std::max(1, cores / threads)) + " (" +
+                              std::to_string(cores) + " cores, " + std::to_string(threads) +
+                              " torch threads per rank)");
+  std::vector<std::int64_t> image{1};
+  image.insert(image.end(), example_shape.begin(), example_shape.end());
+  try {
+    torch::set_num_threads(threads);
+    torch::manual_seed(static_cast<std::uint64_t>(options.model.seed));
+    const std::function<void()> batch = serial_batch(options, image);
+    batch();  // warm-up
+    auto burst = [&] { return median_seconds(kBurst, batch); };
+    // Alone and loaded alternate within each pass, so that both see the same moments.
+    std::vector<std::vector<double>> ratios(busy_cores.size());
+    const double start = now();
+    for (int pass = 0; pass < passes; ++pass) {
+      for (size_t i = 0; i < busy_cores.size(); ++i) {
+        if (busy_cores[i] == 1) {
+          ratios[i].push_back(1.0);
+          continue;
+        }
+        const double alone = burst();
+        ratios[i].push_back(while_busy(options, image, threads, busy_cores[i] - 1, burst) / alone);
+      }
+      if (pass + 1 >= kMinPasses && now() - start > kBudget) break;
+    }
+    std::vector<double> out;
+    for (std::vector<double>& r : ratios) out.push_back(median(std::move(r)));
+    return out;
+  } catch (const c10::Error& e) {
+    throw BadData(std::string("measuring the busy-core slowdown: ") + e.what_without_backtrace());
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "weft/nn/cost_model.hpp"
 #include "weft/nn/layer_parallel.hpp"
 #include "weft/nn/recurrent.hpp"
+#include "weft/util/error.hpp"
 #include "weft/util/trace.hpp"
 
 namespace {
@@ -262,6 +264,54 @@ TEST(PredictSchedule, LevelsCoarsenedInSpaceSendCoarseStatesAndCostLess) {
     const double without = weft::nn::predict_batch(c, plain, link, ranks).batch_seconds;
     EXPECT_LT(with, 0.8 * without) << ranks << " ranks";
   }
+}
+
+// The busy-core slowdown (weft::nn::slowed): every computing figure, those of levels coarsened
+// in space and the per-rank fixed costs included, is multiplied; messages and the serial batch
+// are not. With free messages the whole batch and each phase scale by the factor at every rank
+// count; with priced messages the batch grows, by less than the factor.
+TEST(PredictSchedule, SlowedCostsScaleEveryComputingFigureAndNoMessage) {
+  const LayerParallelOptions c =
+      LayerParallelOptions::multilevel(2, 2, 2, 1).spatial_levels({0, 1});
+  MeasuredCosts m = spatial_costs();
+  m.open_forward = 0.5;
+  m.open_backward = 0.7;
+  m.close = 0.3;
+  m.optimizer = 0.8;
+  m.open_parameters = 5;
+  m.open_close_parameters = 20;
+  m.fixed_forward = 0.05;
+  m.fixed_backward = 0.07;
+  m.fixed_optimizer = 0.09;
+  m.serial_batch = 9;
+  const MeasuredCosts slow = weft::nn::slowed(m, 1.5);
+  EXPECT_DOUBLE_EQ(slow.serial_batch, 9.0);
+  weft::nn::LinkCosts free_link;
+  free_link.latency = 0;
+  free_link.bandwidth = 1e300;
+  weft::nn::LinkCosts link;
+  link.latency = 0.05;
+  link.bandwidth = 1e4;  // a state: 0.05 + 0.1 s
+  for (int ranks : {1, 2, 3}) {
+    const auto base = weft::nn::predict_batch(c, m, free_link, ranks);
+    const auto slowed = weft::nn::predict_batch(c, slow, free_link, ranks);
+    ASSERT_GT(base.batch_seconds, 1.0) << ranks;
+    const double tol = 1e-12 * base.batch_seconds;
+    EXPECT_NEAR(slowed.batch_seconds, 1.5 * base.batch_seconds, tol) << ranks;
+    EXPECT_NEAR(slowed.forward_seconds, 1.5 * base.forward_seconds, tol) << ranks;
+    EXPECT_NEAR(slowed.backward_seconds, 1.5 * base.backward_seconds, tol) << ranks;
+    EXPECT_NEAR(slowed.busiest_seconds, 1.5 * base.busiest_seconds, tol) << ranks;
+    EXPECT_DOUBLE_EQ(slowed.memory_bytes, base.memory_bytes) << ranks;
+    if (ranks > 1) {
+      const double priced = weft::nn::predict_batch(c, m, link, ranks).batch_seconds;
+      const double priced_slow = weft::nn::predict_batch(c, slow, link, ranks).batch_seconds;
+      EXPECT_GT(priced_slow, priced) << ranks;
+      // Every path to the batch's end crosses the loss's two reductions (0.1 s each at least).
+      EXPECT_LT(priced_slow, 1.5 * priced - 0.05) << ranks;
+    }
+  }
+  EXPECT_THROW(weft::nn::slowed(m, 0.0), weft::InvalidOption);
+  EXPECT_THROW(weft::nn::slowed(m, std::nan("")), weft::InvalidOption);
 }
 
 // Exact mode (one level both ways) on a 6-layer chain with known costs: the predicted batch and

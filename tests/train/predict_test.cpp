@@ -130,6 +130,26 @@ TEST(Predict, WritesOnePredictionPerRankCountWithSpeedupsOverSerial) {
     EXPECT_LT(costs.at(key).get<double>(), one_rank) << key;
   }
   EXPECT_NE(r.out.find("outside the priced events"), std::string::npos) << r.out;
+  // Busy cores, measured by default: 1 at one rank; at P ranks the slowdown measured with
+  // min(P, cores) cores busy (this process's cores; the tests' machine has at least 2).
+  const json& contention = j.at("contention");
+  EXPECT_EQ(contention.at("source").get<std::string>(), "measured");
+  const int cores = contention.at("cores").get<int>();
+  ASSERT_GE(cores, 1);
+  for (const json& p : j.at("predictions")) {
+    const int ranks = p.at("ranks").get<int>(), busy = p.at("busy_cores").get<int>();
+    EXPECT_EQ(busy, std::min(ranks, cores)) << ranks;
+    const double slowdown = p.at("slowdown").get<double>();
+    if (busy == 1) {
+      EXPECT_DOUBLE_EQ(slowdown, 1.0) << ranks;
+    } else {
+      EXPECT_DOUBLE_EQ(
+          slowdown, contention.at("slowdown_by_busy_cores").at(std::to_string(busy)).get<double>());
+      EXPECT_GT(slowdown, 0.2) << ranks;
+      EXPECT_LT(slowdown, 50.0) << ranks;
+    }
+  }
+  EXPECT_NE(r.out.find("busy cores: "), std::string::npos) << r.out;
   EXPECT_NE(j.at("link_source").get<std::string>().find("ping-pong"), std::string::npos);
   EXPECT_GT(j.at("bandwidth_gbs").get<double>(), 0.0);
 }
@@ -140,6 +160,26 @@ json predict_json(const std::string& args, const fs::path& dir, const std::strin
   EXPECT_EQ(r.code, 0) << args << "\n" << r.out << r.err;
   if (r.code != 0) return json();
   return json::parse(slurp(out));
+}
+
+// --contention X prices every P > 1 at X (off: 1) without measuring; bad values are one line.
+TEST(Predict, ContentionFlagFixesOrSwitchesOffTheBusyCoreSlowdown) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 12, 12).string();
+  const std::string base = kTiny + "--data " + data + " --ranks 1,2,4";
+  for (const auto& [flag, expected] :
+       std::vector<std::pair<std::string, double>>{{"1.5", 1.5}, {"off", 1.0}}) {
+    const json j = predict_json(base + " --contention " + flag, dir, "contention");
+    ASSERT_TRUE(j.is_object()) << flag;
+    EXPECT_EQ(j.at("contention").at("source").get<std::string>(),
+              flag == "off" ? "off" : "--contention");
+    for (const json& p : j.at("predictions"))
+      EXPECT_DOUBLE_EQ(p.at("slowdown").get<double>(),
+                       p.at("ranks").get<int>() == 1 ? 1.0 : expected)
+          << flag;
+  }
+  for (const char* bad : {"0.5", "fast", "nan"})
+    expect_one_line(weft(0, base + " --contention " + bad, dir), 2, "--contention");
 }
 
 TEST(Predict, RecurrentModelsPredictOverTheirSequenceSteps) {

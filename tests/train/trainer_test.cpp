@@ -17,6 +17,7 @@
 #include "weft/data/image_folder.hpp"
 #include "weft/train/augmentation.hpp"
 #include "weft/train/checkpoint_info.hpp"
+#include "weft/train/cost_measurement.hpp"
 #include "weft/train/data_source.hpp"
 #include "weft/train/memory_estimate.hpp"
 #include "weft/train/model_registry.hpp"
@@ -513,6 +514,32 @@ TEST(ImageFileSource, StreamsExactlyTheExamplesOfTheSetDecodedIntoMemory) {
     EXPECT_NEAR(sampled.channel_mean[c], measured.channel_mean[c], 0.05) << c;
   EXPECT_THROW(streamed.examples(torch::tensor({12}, torch::kInt64), 1), weft::InvalidOption);
   std::filesystem::remove_all(dir);
+}
+
+// The busy-core slowdown `weft predict` prices P ranks with: exactly 1 with one core busy (no
+// other thread runs), a ratio of two timings with two, and counts beyond this machine's cores
+// (or below 1) refused in the library's vocabulary.
+TEST(CostMeasurement, BusySlowdownIsOneAloneAndRefusesMoreCoresThanThisMachineHas) {
+  const train::TrainerOptions o = small_options();
+  const int cores = train::available_cores();
+  ASSERT_GE(cores, 1);
+  const std::vector<double> alone = train::measure_busy_slowdown(o, {1, 8, 8}, {1}, 1);
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_DOUBLE_EQ(alone[0], 1.0);
+  if (cores >= 2) {
+    const std::vector<double> two = train::measure_busy_slowdown(o, {1, 8, 8}, {2, 1}, 1);
+    ASSERT_EQ(two.size(), 2u);
+    EXPECT_GT(two[0], 0.2);  // bounds for noise: a step of microseconds on a loaded machine
+    EXPECT_LT(two[0], 50.0);
+    EXPECT_DOUBLE_EQ(two[1], 1.0);
+  }
+  for (int busy : {cores + 1, 0}) try {
+      train::measure_busy_slowdown(o, {1, 8, 8}, {busy}, 1);
+      ADD_FAILURE() << busy << " busy cores accepted on " << cores;
+    } catch (const weft::InvalidOption& e) {
+      EXPECT_EQ(e.option(), "busy_cores");
+      EXPECT_NE(std::string(e.what()).find(std::to_string(busy)), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace

@@ -144,4 +144,10 @@ LinkCosts measure_link(MPI_Comm comm, std::size_t state_bytes);
 /// becomes T / layers. For weak scaling of networks whose layers cost alike.
 MeasuredCosts with_layers(const MeasuredCosts& m, std::int64_t layers, double t_final);
 
+/// The costs with every computing figure (steps, transfers between levels, FAS updates, open,
+/// close, the optimizer, the per-rank fixed costs) multiplied by `factor` > 0: what a rank pays
+/// when the machine's other cores are busy too (weft::train::measure_busy_slowdown). Messages,
+/// sizes, memory and the serial batch (one process on an otherwise idle machine) are unchanged.
+MeasuredCosts slowed(const MeasuredCosts& m, double factor);
+
 }  // namespace weft::nn

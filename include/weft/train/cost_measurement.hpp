@@ -27,4 +27,20 @@ namespace weft::train {
 nn::MeasuredCosts measure_costs(const TrainerOptions& options,
                                 const std::vector<std::int64_t>& example_shape, int passes);
 
+/// The cores this process may run on (its CPU affinity).
+int available_cores();
+
+/// How much slower a rank computes when other cores are busy too: for each count b in
+/// `busy_cores`, the model's plain LibTorch batch (`weft train --serial`) timed while b - 1
+/// other threads run the same batch on their own copies, over the same batch timed alone
+/// (1 for b = 1), the median over `passes` passes (at least 3, fewer once 20 s have gone), each
+/// timing alone and loaded back to back. On a machine whose cores share a clock budget, host
+/// or memory bandwidth, this is the factor by which every step of a P-rank run costs more than
+/// measure_costs' figures, which are timed with one core busy. Not collective. Throws
+/// weft::InvalidOption ("measure_busy_slowdown", "busy_cores") for a count outside 1 ..
+/// available_cores() / threads.
+std::vector<double> measure_busy_slowdown(const TrainerOptions& options,
+                                          const std::vector<std::int64_t>& example_shape,
+                                          const std::vector<int>& busy_cores, int passes);
+
 }  // namespace weft::train
