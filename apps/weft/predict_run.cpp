@@ -265,7 +265,13 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   Contention contention;
   std::exception_ptr error;
   if (mpi::rank(comm) == 0) try {
-      m = train::measure_costs(c, training_example_shape(c), p.repeats);
+      std::vector<std::int64_t> shape;
+      try {
+        shape = training_example_shape(c);
+      } catch (const BadData& e) {  // a data set found bad before any work: rejected input
+        throw InvalidOption(e.what());
+      }
+      m = train::measure_costs(c, shape, p.repeats);
       contention = measure_contention(p, predicted_counts(p, m.layers), m.threads);
     } catch (const InvalidOption& e) {  // the library's option, as its flag
       error = std::make_exception_ptr(e.option() == "spatial_levels"

@@ -85,6 +85,18 @@ SplitData read_data(const std::string& dir, data::Split split, const data::Folde
   }
 }
 
+/// `body` collectively, with a data set found bad there (missing or corrupt files, labels out of
+/// range, sizes or classes that do not match) rejected as input before any work: exit 2, like a
+/// bad option (docs/errors.md). A bad image found later, at its batch, ends the run with exit 1.
+template <class Body>
+void reading_data(MPI_Comm comm, Body&& body) {
+  try {
+    mpi::collectively(comm, std::forward<Body>(body));
+  } catch (const BadData& e) {
+    throw InvalidOption(e.what());
+  }
+}
+
 // --normalize for the training set `set`: measured (per channel for colour images), none, or
 // the values given (one pair, or one per channel).
 train::Normalization normalization_of(const TrainConfig& c, const SplitData& data) {
@@ -165,7 +177,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   // Every rank reads the (small) data set, or indexes the image files it streams: the input
   // rank needs the images, the output rank the labels, and the batches must agree.
   data::FolderFormat format_id = data::FolderFormat::Idx;
-  mpi::collectively(world, [&]() {  // a --data that is a file: every rank knows
+  reading_data(world, [&]() {  // a --data that is a file: every rank knows
     format_id = c.data_format.empty() ? data::detect_format(c.data_dir)
                                       : data::parse_folder_format(c.data_format);
   });
@@ -177,7 +189,7 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
                                 ? stored->example.rows
                                 : c.image_size;
   SplitData train_split, test_split;
-  mpi::collectively(world, [&]() {
+  reading_data(world, [&]() {
     train_split = read_data(c.data_dir, data::Split::Train,
                             folder_options(c.data_format, c.label, c.train_size, side));
     test_split = read_data(c.data_dir, data::Split::Test,
@@ -214,8 +226,8 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
                                       train_raw.count, test_split.set.count, size_text(train_raw))
                         : "");
   train::Normalization norm;
-  mpi::collectively(
-      world, [&]() { norm = stored ? stored->normalization : normalization_of(c, train_split); });
+  reading_data(world,
+               [&]() { norm = stored ? stored->normalization : normalization_of(c, train_split); });
   std::shared_ptr<const train::DataSource> train_data = train_split.source(norm);
   train::Augmentation augmentation;
   const bool colour_set = train_raw.channels == 3 && train_raw.spatial_dims == 2;
@@ -269,7 +281,7 @@ int run_evaluation(const EvalConfig& c, MPI_Comm comm) {
   SplitData test_split;
   mpi::collectively(comm, [&]() { info = train::read_checkpoint_info(c.resume_dir); });
   const std::string dir = data_folder(c.data_dir, comm);
-  mpi::collectively(comm, [&]() {
+  reading_data(comm, [&]() {
     // Image files are fitted to the size the checkpoint's model takes.
     test_split = read_data(dir, data::Split::Test,
                            folder_options(c.data_format, c.label, c.test_size,

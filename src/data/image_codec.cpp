@@ -238,6 +238,32 @@ Image decode_image(const std::uint8_t* data, std::size_t size, const std::string
   bad(name, size == 0 ? "an empty file, not an image" : "neither a JPEG nor a PNG image");
 }
 
+void check_image_file_ends(const std::string& path) {
+  constexpr std::size_t kTail = 4096;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) bad(path, std::string("cannot open it (") + std::strerror(errno) + ")");
+  const std::streamoff size = in.tellg();
+  if (size <= 0) bad(path, "an empty file, not an image");
+  std::uint8_t head[8] = {};
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(head), std::min<std::streamoff>(size, 8));
+  const std::size_t tail_size = static_cast<std::size_t>(std::min<std::streamoff>(size, kTail));
+  std::string tail(tail_size, '\0');
+  in.seekg(size - static_cast<std::streamoff>(tail_size));
+  in.read(tail.data(), static_cast<std::streamsize>(tail_size));
+  if (!in) bad(path, "cannot read it");
+  const bool jpeg = size >= 3 && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF;
+  const bool png = size >= 8 && png_sig_cmp(head, 0, 8) == 0;
+  if (!jpeg && !png) bad(path, "neither a JPEG nor a PNG image");
+  // FF D9 appears in JPEG data only as a marker (entropy-coded FF bytes are followed by 00).
+  if (jpeg && tail.rfind("\xFF\xD9") == std::string::npos)
+    bad(path, "a JPEG cut short (no end-of-image marker in its last " + std::to_string(tail_size) +
+                  " bytes)");
+  if (png && tail.rfind("IEND") == std::string::npos)
+    bad(path,
+        "a PNG cut short (no IEND chunk in its last " + std::to_string(tail_size) + " bytes)");
+}
+
 Image read_image(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, std::string("cannot open it (") + std::strerror(errno) + ")");

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 #include <system_error>
+#include <utility>
 
 #include "generated_patterns.hpp"
 #include "weft/data/image_codec.hpp"
@@ -178,14 +179,18 @@ ImageFiles index_images(const std::string& dir, ImageLayout layout, Split split,
                         std::int64_t limit) {
   ImageFiles all = layout == ImageLayout::TinyImagenet ? index_tiny_imagenet(dir, split)
                                                        : index_folder(dir, split);
-  if (limit < 0 || limit >= all.count()) return all;
   ImageFiles some;
-  some.class_names = all.class_names;
-  for (std::int64_t i = 0; i < limit; ++i) {  // evenly spaced: every class keeps its share
-    const auto j = static_cast<std::size_t>(i * all.count() / limit);
-    some.paths.push_back(all.paths[j]);
-    some.labels.push_back(all.labels[j]);
+  if (limit < 0 || limit >= all.count()) {
+    some = std::move(all);
+  } else {
+    some.class_names = all.class_names;
+    for (std::int64_t i = 0; i < limit; ++i) {  // evenly spaced: every class keeps its share
+      const auto j = static_cast<std::size_t>(i * all.count() / limit);
+      some.paths.push_back(all.paths[j]);
+      some.labels.push_back(all.labels[j]);
+    }
   }
+  for (const std::string& path : some.paths) check_image_file_ends(path);
   return some;
 }
 

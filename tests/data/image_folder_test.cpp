@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/data/folder.hpp"
@@ -123,6 +124,19 @@ TEST(ImageCodec, DamagedFilesAreBadDataNamingTheFile) {
   for (const char* name : {"cut.jpg", "cut.png", "scrambled.jpg", "text.jpg", "empty.png"}) {
     const std::string path = (dir / name).string();
     expect_throws_naming([&] { read_image(path); }, path, "");
+  }
+  // The ends alone (checked for every file of a set before training): what is cut short, empty
+  // or not an image is found; damage inside (scrambled, its ends intact) is left to decoding.
+  for (const char* name : {"ok.jpg", "ok.png", "scrambled.jpg"})
+    EXPECT_NO_THROW(check_image_file_ends((dir / name).string())) << name;
+  for (const auto& [name, says] :
+       std::vector<std::pair<const char*, const char*>>{{"cut.jpg", "a JPEG cut short"},
+                                                        {"cut.png", "a PNG cut short"},
+                                                        {"text.jpg", "neither a JPEG nor a PNG"},
+                                                        {"empty.png", "an empty file"},
+                                                        {"missing.jpg", "cannot open"}}) {
+    const std::string path = (dir / name).string();
+    expect_throws_naming([&] { check_image_file_ends(path); }, path, says);
   }
   expect_throws_naming([&] { read_image((dir / "missing.jpg").string()); }, "missing.jpg",
                        "cannot open");
@@ -294,12 +308,14 @@ TEST(ImageFolder, BadLayoutsAreOneErrorNamingTheFileOrFolder) {
     expect_throws_naming([&] { index_images(d.string(), ImageLayout::Folder, Split::Test); }, "val",
                          "missing");
   }
-  {  // a truncated image is found when decoded, naming the file
+  {  // a truncated image is found when the set is indexed, and when decoded, naming the file
     const fs::path d = tiny("truncated");
     const ImageFiles files = index_images(d.string(), ImageLayout::TinyImagenet, Split::Train);
     const std::string bytes = read_bytes(files.paths[0]);
     write_bytes(files.paths[0], bytes.substr(0, bytes.size() / 3));
     expect_throws_naming([&] { read_image_file(files, 0, 16); }, files.paths[0], "JPEG");
+    expect_throws_naming([&] { index_images(d.string(), ImageLayout::TinyImagenet, Split::Train); },
+                         files.paths[0], "a JPEG cut short");
   }
 }
 

@@ -122,25 +122,31 @@ TEST(ImageFolderTrain, BadDataAndFlagsAreOneLine) {
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("option --format: '' is invalid (none given)"), std::string::npos)
       << none.err;
-  // A damaged image is found when decoded (normalization decodes the training set): one line
-  // naming it, exit 1 as for every reader's bad data (docs/errors.md), on every rank.
+  // An image cut short is found before any work (every file's ends are checked when the set is
+  // indexed), also with given normalization, which decodes nothing before training: rejected
+  // input, one line naming it, exit 2 (docs/errors.md), on every rank.
   std::string wnid;
   std::ifstream(data / "wnids.txt") >> wnid;
   const fs::path image = data / "train" / wnid / "images" / (wnid + "_1.JPEG");
-  const auto size = fs::file_size(image);
-  fs::resize_file(image, size / 3);
-  one_line("--model resnet --channels 4 --steps 4 --batch 4 --epochs 1 --data " + data.string(), 1,
-           image.string());
-  // Given normalization decodes nothing before training: the first batch finds the image on the
-  // input rank alone (the others load labels only), and every rank ends with that one line.
-  one_line(
+  std::string bytes = weft::cli_test::slurp(image);
+  fs::resize_file(image, bytes.size() / 3);
+  const std::string given =
       "--model resnet --channels 4 --steps 4 --batch 8 --epochs 1 --normalize 0.5,0.25 "
       "--augment none --data " +
-          data.string(),
-      1, image.string());
+      data.string();
+  one_line(given, 2, image.string() + ": a JPEG cut short");
+  // Damage inside an image (its ends intact) shows only when it is decoded: with measured
+  // normalization before any work (exit 2); with given normalization at the first batch, on the
+  // input rank alone (the others load labels only), and every rank ends with that one line
+  // (exit 1: the run had started).
+  for (std::size_t i = 200; i + 2 < bytes.size(); i += 7) bytes[i] = '\xff';
+  std::ofstream(image, std::ios::binary | std::ios::trunc) << bytes;
+  one_line("--model resnet --channels 4 --steps 4 --batch 4 --epochs 1 --data " + data.string(), 2,
+           image.string());
+  one_line(given, 1, image.string());
   fs::remove(data / "wnids.txt");
   fs::remove_all(data / "train");
-  one_line("--data-format tiny-imagenet --data " + data.string(), 1, "wnids.txt");
+  one_line("--data-format tiny-imagenet --data " + data.string(), 2, "wnids.txt");
 }
 
 }  // namespace

@@ -150,10 +150,12 @@ TEST(Errors, EveryRankKnowsThemSoOneLineAndNoAbortBanner) {
   const fs::path empty = tiny_dataset(dir / "empty", 28, 28, 0);
   write_file(dir / "file", {'x'});
   for (int np : {1, 2}) {
-    expect_one_line(weft(np, "train --data " + (dir / "nowhere").string(), dir), 1, "missing file");
-    expect_one_line(weft(np, "train --data " + (dir / "file").string(), dir), 1,
+    // A data set found bad before any work is rejected input (exit 2); a missing checkpoint
+    // is a failure to resume (exit 1).
+    expect_one_line(weft(np, "train --data " + (dir / "nowhere").string(), dir), 2, "missing file");
+    expect_one_line(weft(np, "train --data " + (dir / "file").string(), dir), 2,
                     "is a file, not a folder");
-    expect_one_line(weft(np, "train --data " + empty.string(), dir), 1, "training set is empty");
+    expect_one_line(weft(np, "train --data " + empty.string(), dir), 2, "training set is empty");
     expect_one_line(weft(np, "eval --resume " + (dir / "none").string(), dir), 1,
                     (dir / "none").string());
   }

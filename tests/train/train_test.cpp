@@ -124,7 +124,7 @@ void expect_failure(const Outcome& r, int code, const std::string& mentions) {
 
 TEST(TrainBadInput, MissingDataFolder) {
   const fs::path dir = work_dir();
-  expect_failure(weft(2, "train --data " + (dir / "nowhere").string(), dir), 1, "missing file");
+  expect_failure(weft(2, "train --data " + (dir / "nowhere").string(), dir), 2, "missing file");
 }
 
 TEST(TrainBadInput, CorruptIdxFile) {
@@ -132,7 +132,7 @@ TEST(TrainBadInput, CorruptIdxFile) {
   const fs::path data = tiny_dataset(dir / "data", 28, 28);
   auto bad = idx_header(0x1234, {20, 28, 28});
   write_file(data / "train-images-idx3-ubyte", bad);
-  expect_failure(weft(2, "train --data " + data.string(), dir), 1, "bad magic number");
+  expect_failure(weft(2, "train --data " + data.string(), dir), 2, "bad magic number");
 }
 
 TEST(TrainBadInput, TruncatedIdxFile) {
@@ -141,7 +141,7 @@ TEST(TrainBadInput, TruncatedIdxFile) {
   auto cut = idx_header(0x803, {20, 28, 28});
   cut.resize(cut.size() + 100, 1);
   write_file(data / "train-images-idx3-ubyte", cut);
-  expect_failure(weft(2, "train --data " + data.string(), dir), 1, "truncated");
+  expect_failure(weft(2, "train --data " + data.string(), dir), 2, "truncated");
 }
 
 TEST(TrainBadInput, TestImagesOfAnotherSize) {
@@ -150,7 +150,7 @@ TEST(TrainBadInput, TestImagesOfAnotherSize) {
   const fs::path other = tiny_dataset(dir / "other", 10, 10);
   fs::copy_file(other / "t10k-images-idx3-ubyte", data / "t10k-images-idx3-ubyte",
                 fs::copy_options::overwrite_existing);
-  expect_failure(weft(2, "train --data " + data.string(), dir), 1, "wrong image size");
+  expect_failure(weft(2, "train --data " + data.string(), dir), 2, "wrong image size");
 }
 
 TEST(TrainSchedule, CosineScheduleDecaysTheLearningRateToZeroOverTheRun) {
@@ -180,7 +180,7 @@ TEST(TrainBadInput, EvalOfACheckpointOnImagesOfAnotherSize) {
                                dir);
   ASSERT_EQ(trained.code, 0) << trained.err;
   expect_failure(
-      weft(2, "eval --data " + small.string() + " --resume " + (dir / "ck").string(), dir), 1,
+      weft(2, "eval --data " + small.string() + " --resume " + (dir / "ck").string(), dir), 2,
       "wrong image size 10x10");
 }
 

@@ -24,6 +24,11 @@ struct Image {
 Image read_image(const std::string& path);
 /// The same from memory; `name` names the image in errors.
 Image decode_image(const std::uint8_t* data, std::size_t size, const std::string& name);
+/// Reads only a file's first bytes and its last 4 KiB, so that a whole set can be checked before
+/// training: throws BadData naming the file when it cannot be read, is empty, is neither a JPEG
+/// nor a PNG, or is cut short (no JPEG end-of-image marker FF D9, no PNG IEND chunk near its
+/// end). Damage inside an image is found only when read_image decodes it.
+void check_image_file_ends(const std::string& path);
 
 /// Writes `image` (1 or 3 channels) as a baseline JPEG of `quality` (1..100).
 void write_jpeg(const std::string& path, const Image& image, int quality = 90);

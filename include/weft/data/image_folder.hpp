@@ -11,8 +11,10 @@
 //                  there is no val/); classes are train's subfolders sorted by name.
 // Images are *.jpg, *.jpeg, *.png (any case); other files are ignored. Every problem with the
 // layout (a missing folder or file, an empty class folder, a class in val that train lacks, an
-// unknown class id in the annotations) throws weft::BadData naming the file or folder. A damaged
-// image is found when it is decoded (read_image_file). No LibTorch.
+// unknown class id in the annotations) throws weft::BadData naming the file or folder, and so
+// does an image file that is empty, neither JPEG nor PNG, or cut short (index_images checks
+// every file's ends: image_codec.hpp's check_image_file_ends). Damage inside an image is found
+// when it is decoded (read_image_file). No LibTorch.
 #include <cstdint>
 #include <string>
 #include <vector>
