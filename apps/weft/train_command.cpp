@@ -123,6 +123,7 @@ struct Flags {
   bool no_progress = false;
   bool warm_start = false;
   bool exact = false;
+  bool check_images = false;
   std::string get(const std::string& flag, const std::string& fallback) const {
     const auto it = options.find(flag);  // flags `weft predict` does not register: defaults
     return it != options.end() && it->second->count() > 0 ? text.at(flag) : fallback;
@@ -334,6 +335,7 @@ TrainConfig resolve_train(const Flags& f) {
     c.given.insert({"--stage-channels", "--stage-steps", "--stem"});
   c.serial = f.serial;
   c.progress = !f.no_progress;
+  c.check_images = f.check_images;
   c.metrics_path = f.get("--metrics", "");
   c.trace_path = f.get("--trace", "");
   c.trace_batches =
@@ -507,6 +509,9 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
   cmd->add_flag("--serial", f->serial, "plain sequential LibTorch training on rank 0 (reference)");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
+  cmd->add_flag("--check-images", f->check_images,
+                "decode every image file once before training, each rank a share (tiny-imagenet "
+                "and folder data): damage inside an image is then rejected before any work");
   f->add(*cmd, "--metrics", "PATH", "append one JSON line per epoch");
   f->add(*cmd, "--trace", "FILE",
          "write a timeline of a few batches (Chrome trace-event JSON: Perfetto, weft replay, "

@@ -218,6 +218,17 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     if (test_split.files) test_held.count = std::min<std::int64_t>(test_raw.count, 2 * c.batch);
     check_memory(c, train_held, test_held, ranks);
   });
+  if (c.check_images) {
+    if (!train_split.files)
+      invalid_value("--check-images", "given", "no --check-images with this data",
+                    "--data " + c.data_dir + " is " + data::to_string(format_id) +
+                        ", whose reader decodes the whole set before training already");
+    reading_data(world, [&]() {  // each rank decodes a share; the first damaged file is named
+      for (const SplitData* split : {&train_split, &test_split})
+        for (std::int64_t i = rank; i < split->files->count(); i += ranks)
+          data::read_image_file(*split->files, i, split->set.rows);
+    });
+  }
   const data::ImageSet& train_raw = train_split.set;
   const std::string format = data::to_string(format_id);
   const std::string reader = fmt::format(

@@ -36,6 +36,9 @@ struct TrainConfig : train::TrainerOptions {
   /// --T, --open, --seed, --optimizer): with --resume each must match the checkpoint.
   std::set<std::string> given;
   bool progress = true;
+  /// --check-images: decode every image file once before training (each rank a share), so that
+  /// damage inside an image is rejected before any work, not found at its batch.
+  bool check_images = false;
 };
 
 struct EvalConfig {

@@ -1,9 +1,9 @@
 // End-to-end on CIFAR-10's published binary layout: `weft data cifar10` writes a small
 // generated set that `weft train --data DIR` recognises by its files and trains on (RGB: the
-// open layer takes 3 channels) at 2 ranks, exact mode equal to --serial, multilevel, with a
-// checkpoint `weft eval` reads; CIFAR-100 on its fine or coarse labels (the model's classes
-// follow the data and its checkpoint keeps them); models that cannot take the data, flags that
-// do not fit it and a damaged file are one line each.
+// open layer takes 3 channels) at 1-3 ranks: exact mode at 3 ranks and 2 replicas equal to
+// --serial, multilevel at 2, with a checkpoint `weft eval` reads at one rank; CIFAR-100 on its fine
+// or coarse labels (the model's classes follow the data and its checkpoint keeps them); models that
+// cannot take the data, flags that do not fit it and a damaged file are one line each.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -33,7 +33,7 @@ TEST(CifarTrain, Cifar10TrainsLayerParallelExactlyAsSerialAndEvaluatesItsCheckpo
     EXPECT_TRUE(fs::exists(data / file)) << file;
   const std::string d = "--data " + data.string() + " ";
   const std::string ck = (dir / "ck").string();
-  const auto exact = train(2, kTiny + d + "--checkpoint " + ck, dir, "exact");
+  const auto exact = train(3, kTiny + d + "--checkpoint " + ck, dir, "exact");
   ASSERT_EQ(exact.size(), 1u);
   const auto serial = train(1, kTiny + d + "--serial", dir, "serial");
   ASSERT_EQ(serial.size(), 1u);

@@ -1,7 +1,8 @@
 // Image-file sets end to end: `weft data tiny-imagenet|folder` writes a small generated set in
 // the published layout that `weft train --data DIR` recognises, streams from disk and trains on
-// at 2 ranks (exact mode equal to --serial, data x layer parallel equal to it too, multilevel
-// MGRIT), with a checkpoint `weft eval` reads; bad data is one line naming the file.
+// at 1-3 ranks (exact mode at 3 ranks equal to --serial, data x layer parallel at 2 equal to it
+// too, multilevel MGRIT), with a checkpoint `weft eval` reads at another rank count; bad data is
+// one line naming the file.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -37,7 +38,7 @@ TEST(ImageFolderTrain, TinyImagenetStreamsAndTrainsLayerParallelExactlyAsSerial)
   EXPECT_EQ(serial[0]["streamed"], true);
   EXPECT_EQ(serial[0]["image_size"], "3x16x16");
   EXPECT_EQ(serial[0]["augment"], "crop-flip");  // on by default, as for CIFAR
-  const auto exact = train(2, kTiny + d + "--checkpoint " + ck, dir, "exact");
+  const auto exact = train(3, kTiny + d + "--checkpoint " + ck, dir, "exact");
   ASSERT_EQ(exact.size(), 1u);
   const auto replicas = train(2, kTiny + d + "--data-ranks 2", dir, "replicas");
   ASSERT_EQ(replicas.size(), 1u);
@@ -110,6 +111,9 @@ TEST(ImageFolderTrain, BadDataAndFlagsAreOneLine) {
   one_line("--image-size 16 --data /usr/share/datasets/fashion-mnist", 2,
            "option --image-size: '16' is invalid");
   one_line("--image-size 4 --data " + data.string(), 2, "option --image-size: '4' is invalid");
+  one_line("--check-images --data /usr/share/datasets/fashion-mnist", 2,
+           "option --check-images: 'given' is invalid (--data /usr/share/datasets/fashion-mnist "
+           "is idx");
   // `weft data --format SET` is the same as `weft data SET`; one of them must be given.
   const Outcome spelled = weft(0,
                                "data --format folder --classes 2 --per-class 1 "
@@ -129,6 +133,13 @@ TEST(ImageFolderTrain, BadDataAndFlagsAreOneLine) {
   std::ifstream(data / "wnids.txt") >> wnid;
   const fs::path image = data / "train" / wnid / "images" / (wnid + "_1.JPEG");
   std::string bytes = weft::cli_test::slurp(image);
+  const Outcome intact =
+      weft(2,
+           "train --no-progress --threads 1 --model resnet --channels 4 --steps 4 "
+           "--batch 4 --epochs 1 --check-images --data " +
+               data.string(),
+           dir);
+  EXPECT_EQ(intact.code, 0) << intact.out << intact.err;
   fs::resize_file(image, bytes.size() / 3);
   const std::string given =
       "--model resnet --channels 4 --steps 4 --batch 8 --epochs 1 --normalize 0.5,0.25 "
@@ -144,6 +155,8 @@ TEST(ImageFolderTrain, BadDataAndFlagsAreOneLine) {
   one_line("--model resnet --channels 4 --steps 4 --batch 4 --epochs 1 --data " + data.string(), 2,
            image.string());
   one_line(given, 1, image.string());
+  // --check-images decodes every file before training (each rank a share): rejected input.
+  one_line(given + " --check-images", 2, image.string());
   fs::remove(data / "wnids.txt");
   fs::remove_all(data / "train");
   one_line("--data-format tiny-imagenet --data " + data.string(), 2, "wnids.txt");
