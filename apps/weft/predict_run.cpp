@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "predict.hpp"
@@ -88,9 +89,21 @@ struct Contention {
     if (source == "off") return "not priced (--contention off): every rank computes as one alone";
     if (source != "measured")
       return fmt::format("every rank computes {:.3f}x as long at P > 1 (--contention)", fixed);
-    if (measured.empty())
-      return fmt::format("one core busy at every P listed ({} cores, {} torch thread{} per rank)",
-                         cores, threads, threads == 1 ? "" : "s");
+    if (measured.empty()) {
+      const unsigned machine = std::thread::hardware_concurrency();
+      const std::string bound =
+          machine > static_cast<unsigned>(cores)
+              ? fmt::format(
+                    "; this process may use {} of the machine's {} cores (a launcher's "
+                    "binding?): run weft predict alone or with mpirun --bind-to none to "
+                    "measure busy cores",
+                    cores, machine)
+              : "";
+      return fmt::format(
+          "not measured: one core busy at every P listed ({} core{}, {} torch thread{} per "
+          "rank{})",
+          cores, cores == 1 ? "" : "s", threads, threads == 1 ? "" : "s", bound);
+    }
     std::string counts, factors;
     for (const auto& [b, f] : measured) {
       counts += (counts.empty() ? "" : " / ") + std::to_string(b);
