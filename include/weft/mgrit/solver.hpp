@@ -171,6 +171,10 @@ class Solver {
 
   void post_recv(Level& L, int l);
   void wait_recv(Level& L);
+  /// Completes a posted receive of one state into `out` (counted in the statistics and the
+  /// communication time; a size other than the buffer's is an MpiError).
+  void receive_state(typename Transport::Request& request, const std::vector<char>& buffer,
+                     State& out);
   void send(Level& L, int l, const State& s);
   void finish_send(Level& L);
 
@@ -353,15 +357,21 @@ void Solver<App, Transport>::post_recv(Level& L, int l) {
 
 template <class App, class Transport>
 void Solver<App, Transport>::wait_recv(Level& L) {
+  receive_state(L.recv_req, L.recv_buf, L.recv_state);
+}
+
+template <class App, class Transport>
+void Solver<App, Transport>::receive_state(typename Transport::Request& request,
+                                           const std::vector<char>& buffer, State& out) {
   const double t = now();
-  const std::size_t count = transport_.wait_recv(L.recv_req);
+  const std::size_t count = transport_.wait_recv(request);
   comm_time_ += now() - t;
   ++stats_.messages_received;
-  if (count != L.recv_buf.size())
+  if (count != buffer.size())
     throw MpiError(transport_.where() + ": received a state of " + std::to_string(count) +
-                   " bytes, expected " + std::to_string(L.recv_buf.size()) +
+                   " bytes, expected " + std::to_string(buffer.size()) +
                    " (App::buffer_size differs between ranks?)");
-  Ops::unpack(app_, L.recv_buf.data(), L.recv_state);
+  Ops::unpack(app_, buffer.data(), out);
 }
 
 template <class App, class Transport>
@@ -562,14 +572,7 @@ void Solver<App, Transport>::richardson_extrapolate(Level& L, index_t j, State& 
   if (j > L.c_begin) {
     left = &u_at(L, c_prev);
   } else {
-    const double t = now();
-    const std::size_t count = transport_.wait_recv(L.rich_recv_req);
-    comm_time_ += now() - t;
-    ++stats_.messages_received;
-    if (count != L.rich_recv_buf.size())
-      throw MpiError(transport_.where() + ": received a state of " + std::to_string(count) +
-                     " bytes, expected " + std::to_string(L.rich_recv_buf.size()));
-    Ops::unpack(app_, L.rich_recv_buf.data(), L.rich_left);
+    receive_state(L.rich_recv_req, L.rich_recv_buf, L.rich_left);
     left = &L.rich_left;
   }
   Ops::copy(app_, uc, L.rich_step);  // the fine value is the step's initial guess (implicit Apps)
