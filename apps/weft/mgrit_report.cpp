@@ -31,9 +31,10 @@ void print_header(const MgritSettings& s, const Summary& sum) {
   line(fmt::format("  time grid    [{}, {}], {} intervals, {}", number(s.run.settings.t0),
                    number(s.run.settings.t1), s.run.settings.nt,
                    s.run.reverse ? "reverse (t1 -> t0)" : "forward (t0 -> t1)"));
-  line(fmt::format("  convention   {}, cycle {}, initial phase {}, initial guess {}{}",
+  line(fmt::format("  convention   {}, cycle {}, initial phase {}, initial guess {}{}{}",
                    mgrit::to_string(o.convention()), mgrit::to_string(o.cycle()),
                    mgrit::to_string(o.effective_initial_phase()), s.run.init,
+                   s.run.periodic ? ", periodic" : "",
                    s.run.richardson ? fmt::format(", Richardson (local order {})", s.run.richardson)
                                     : std::string()));
   line(fmt::format("  stopping     tol {}, rtol {}, tnorm {}, max-iter {}, residual {}",
@@ -56,7 +57,9 @@ void print_header(const MgritSettings& s, const Summary& sum) {
                : std::string("list");
       nrelax = std::to_string(last ? o.coarsest_sweeps(l) : o.nrelax_at(l));
       cwt = last ? "1" : number(o.cweight_at(l));
-      treat = last ? "relaxation only" : "";
+      treat = !last                                      ? ""
+              : o.periodic() && !o.relax_only_coarsest() ? "relaxation, C-point 0 only"
+                                                         : "relaxation only";
     }
     std::string row = fmt::format("  {:>5}  {:>9}  {:>4}  {:>6}  {:<5}  {}", l,
                                   sum.intervals[static_cast<size_t>(l)], cf, nrelax, cwt, treat);
@@ -80,8 +83,8 @@ void print_report(const Summary& sum) {
   line(fmt::format("  iterations   {}", r.iterations));
   line(fmt::format("  converged    {}", r.converged ? "yes" : "no"));
   if (sum.final_error)
-    line(fmt::format("  error        {:.3e} at t = {} (norm of u - exact solution)",
-                     *sum.final_error, sum.final_time));
+    line(fmt::format("  error        {:.3e} at t = {} (norm of u - {}exact solution)",
+                     *sum.final_error, sum.final_time, sum.options.periodic() ? "periodic " : ""));
   line(
       fmt::format("  timings (s)  setup {:.3e}, solve {:.3e}; max over ranks: step {:.3e}, "
                   "comm {:.3e}, other {:.3e}",

@@ -31,6 +31,7 @@ struct MgritArgs {
   bool no_residual = false;
   bool reverse = false;
   bool richardson = false;
+  bool periodic = false;
   bool gradient = false;
 
   bool given(const std::string& flag) const;

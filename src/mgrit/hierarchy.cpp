@@ -72,7 +72,32 @@ Hierarchy Hierarchy::uniform(const TimeGrid& grid, const Options& options) {
     top.cfactor = cf;
     top.cpoints = every(top.points(), cf);
     const index_t coarse_intervals = top.intervals() / cf;
-    if (h.levels() >= options.max_levels() || coarse_intervals < options.min_coarse()) break;
+    // XBraid coarsens while the coarse grid's last unknown has an index >= min_coarse: N/cf on
+    // an ordinary grid, N/cf - 1 on a periodic one (its point N is point 0).
+    const index_t coarse_last = options.periodic() ? coarse_intervals - 1 : coarse_intervals;
+    if (h.levels() >= options.max_levels() || coarse_last < options.min_coarse()) {
+      if (options.periodic() && l == 0)
+        throw InvalidOption("time grid", "periodic",
+                            "needs two or more levels: " + std::to_string(top.intervals()) +
+                                " steps give one with min_coarse " +
+                                std::to_string(options.min_coarse()) + " and coarsening factor " +
+                                std::to_string(cf) + " (more steps or a smaller min_coarse)");
+      if (options.periodic() && !options.relax_only_coarsest()) {
+        // As XBraid: the coarsest periodic level is relaxed with point 0 its only C-point, so
+        // that a relaxation sweep is one pass around the period.
+        top.cfactor = static_cast<int>(top.intervals());
+        top.cpoints = {0, top.intervals()};
+      }
+      break;
+    }
+    if (options.periodic() && top.intervals() % cf != 0)
+      throw InvalidOption("time grid", "periodic",
+                          "needs each level's intervals divisible by its coarsening factor: "
+                          "level " +
+                              std::to_string(l) + " has " + std::to_string(top.intervals()) +
+                              ", cf " + std::to_string(cf) +
+                              "; accepted: steps divisible by the product of the coarsening "
+                              "factors of all levels but the coarsest");
     LevelGrid coarse;
     for (index_t pos : top.cpoints) {
       coarse.fine.push_back(top.fine[static_cast<size_t>(pos)]);
@@ -86,6 +111,8 @@ Hierarchy Hierarchy::uniform(const TimeGrid& grid, const Options& options) {
 Hierarchy Hierarchy::from_levels(const TimeGrid& grid,
                                  const std::vector<std::vector<index_t>>& coarse_levels,
                                  const Options& options) {
+  if (options.periodic())
+    throw InvalidOption("time grid", "periodic", "needs uniform coarsening, not explicit levels");
   Hierarchy h = uniform(grid, Options(options).max_levels(1));
   for (size_t c = 0; c < coarse_levels.size(); ++c) {
     const auto& list = coarse_levels[c];

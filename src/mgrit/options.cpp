@@ -124,6 +124,16 @@ void Options::validate() const {
     for (const auto& [level, w] : cweight_.overrides()) unit_weights = unit_weights && w == 1.0;
     require(unit_weights, "option richardson: needs C-weight 1 on every level (cweight)");
   }
+  if (periodic_) {
+    require(max_levels_ >= 2,
+            "option periodic: needs max_levels >= 2 (a periodic solve is "
+            "a relaxation on the coarsest level, not a sequential sweep)");
+    require(initial_guess_ == InitialGuess::App,
+            "option periodic: not with the sequential initial guess (a periodic problem has no "
+            "initial value to march from)");
+    require(direction_ == Direction::Forward, "option periodic: forward solves only");
+    require(richardson_order_ == 0, "option periodic: not with richardson");
+  }
 }
 
 }  // namespace weft::mgrit

@@ -57,6 +57,7 @@ json options_json(const pr::RunRequest& run, const mgrit::Options& o, int built_
   j["final_sweep"] = mgrit::to_string(o.effective_final_sweep());
   j["ranks"] = ranks;
   j["richardson"] = run.richardson;
+  j["periodic"] = run.periodic;
   return j;
 }
 

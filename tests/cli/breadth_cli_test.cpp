@@ -91,6 +91,28 @@ TEST(Problems, LinearBeAndSdirk2Converge) {
   }
 }
 
+// XBraid's ex-06 with -periodic (docs/mgrit.md §3; reference_test has every residual at 1-4
+// ranks): the command line reproduces it, reports the run as periodic and measures the error
+// against the periodic solution.
+TEST(Problems, LinearPeriodicIsXBraidsEx06Periodic) {
+  const fs::path dir = work_dir();
+  for (int np : {1, 3}) {
+    const json j = mgrit_json(np,
+                              "--problem linear --a -4 --b -1 --c 1 --t1 0.5 --nt 256 --init "
+                              "value:0.456 --convention xbraid --levels 100 --min-coarse 8 --cf 2 "
+                              "--skip 0 --tol 2.2583179581272428e-11 --periodic",
+                              dir, "ex06_periodic_np" + std::to_string(np));
+    expect_converged(j, 2.2583179581272428e-11, "ex-06 periodic");
+    EXPECT_EQ(j["options"]["periodic"], true);
+    EXPECT_EQ(j["levels"], json({256, 128, 64, 32, 16}));
+    const std::vector<double> r = residuals(j);
+    ASSERT_EQ(r.size(), 9u);
+    EXPECT_NEAR(r[0], 7.544452e-01, 5e-7);
+    EXPECT_NEAR(r[3], 2.751658e-05, 5e-12);
+    EXPECT_NEAR(j["final_error"].get<double>(), 1.768e-04, 5e-7);
+  }
+}
+
 TEST(Problems, Heat1DPeriodicConverges) {
   const fs::path dir = work_dir();
   for (const std::string integrator : {"be", "cn,be"}) {
@@ -339,7 +361,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{0, "--problem advection1d --nx 1.5", "option --nx"},
         BadInput{0, "--problem heat1d-periodic --kappa 2", "option --kappa"},
         BadInput{0, "--kappa -1", "option --kappa"},
-        BadInput{3, "--problem linear --integrator be,be,be,be", "--integrator"}),
+        BadInput{3, "--problem linear --integrator be,be,be,be", "--integrator"},
+        BadInput{0, "--problem linear --periodic --init sequential",
+                 "option --periodic: not with --init sequential"},
+        BadInput{0, "--problem linear --periodic --convention xbraid --richardson",
+                 "option --periodic: not with --richardson"},
+        BadInput{2, "--problem linear --periodic --nt 30 --cf 4",
+                 "option --periodic: needs each level's intervals divisible"},
+        BadInput{2, "--problem linear --periodic --nt 8 --min-coarse 8",
+                 "option --periodic: needs two or more levels"}),
     bad_name);
 
 TEST(Help, ListsTheNewFlags) {

@@ -163,6 +163,71 @@ TEST(RunRequest, TheFinalErrorIsTheDiscretizationErrorOfXBraidsEx06) {
   }
 }
 
+// ex-06 with -periodic through the front ends' path: XBraid's history (reference_test has it in
+// full), and the final error against the periodic solution of the ODE, at t1 (point 0's image).
+TEST(RunRequest, PeriodicRunsEx06AndMeasuresAgainstThePeriodicSolution) {
+  RunText t = given({{"problem", "linear"},
+                     {"a", "-4"},
+                     {"b", "-1"},
+                     {"c", "1"},
+                     {"t1", "0.5"},
+                     {"nt", "256"},
+                     {"init", "value:0.456"},
+                     {"convention", "xbraid"},
+                     {"levels", "100"},
+                     {"min_coarse", "8"},
+                     {"cf", "2"},
+                     {"skip", "0"},
+                     {"tol", "2.2583179581272428e-11"}});
+  t.periodic = true;
+  const RunRequest r = parse_run(t);
+  EXPECT_TRUE(r.settings.options.periodic());
+  const RunSummary sum = r.instance->run(r.settings, MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    ASSERT_EQ(sum.result.residuals.size(), 9u);
+    EXPECT_NEAR(*sum.result.residuals[1], 2.884771e-02, 5e-9);
+    ASSERT_TRUE(sum.final_error);
+    // Backward Euler's error in the periodic solution at t = 0.5 (a first-order method, dt
+    // 1/512), and not the initial-value problem's 7.260e-04.
+    EXPECT_GT(*sum.final_error, 1e-4);
+    EXPECT_LT(*sum.final_error, 3e-4);
+    EXPECT_DOUBLE_EQ(sum.final_time, 0.5);
+    const nlohmann::json j = nlohmann::json::parse(report::mgrit_run_record(r, sum, "", 1));
+    EXPECT_TRUE(j["options"]["periodic"].get<bool>());
+    EXPECT_EQ(j["final_error"].get<double>(), *sum.final_error);
+  }
+}
+
+TEST(RunRequest, PeriodicRefusesWhatItCannotDo) {
+  auto refusal = [](std::map<std::string, std::string> values, bool richardson = false,
+                    bool gradient = false, bool reverse = false) {
+    RunText t = given(std::move(values));
+    t.periodic = true;
+    t.richardson = richardson;
+    t.gradient = gradient;
+    t.reverse = reverse;
+    try {
+      parse_run(t);
+    } catch (const InvalidOption& e) {
+      return e.option() + " | " + e.detail();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"convention", "xbraid"}}), "no error");
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"init", "sequential"}}),
+            "periodic | not with init sequential: a periodic problem has no initial value to "
+            "march from");
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"convention", "xbraid"}}, true),
+            "periodic | not with richardson");
+  EXPECT_EQ(refusal({{"problem", "dahlquist"}}, false, true), "periodic | not with gradient");
+  EXPECT_EQ(refusal({{"problem", "linear"}}, false, false, true),
+            "periodic | not with reverse (forward solves only)");
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"levels", "1"}}),
+            "periodic | needs levels >= 2 (the coarsest level is relaxed)");
+}
+
 // --richardson takes the local order from the problem's fine integrator; the combinations it
 // cannot honour are refused by name.
 TEST(RunRequest, RichardsonTakesTheIntegratorsOrderAndRefusesWhatItCannotDo) {

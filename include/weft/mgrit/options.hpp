@@ -179,6 +179,16 @@ class Options {
     return *this;
   }
 
+  /// A time-periodic solve, u(t_0) = u(t_N) (XBraid's braid_SetPeriodic): the N fine points
+  /// t_0..t_{N-1} are all unknowns, and point 0 is the C-point reached by one step from
+  /// t_{N-1} to t_N. The intervals of every level must divide by its coarsening factor; the
+  /// coarsest level is relaxed (its only C-point is 0, unless relax_only_coarsest keeps its
+  /// own), never solved sequentially. Forward solves, the App's initial guess, no Richardson.
+  Options& periodic(bool on) {
+    periodic_ = on;
+    return *this;
+  }
+
   // Direction and instrumentation
   Options& direction(Direction d) {
     direction_ = d;
@@ -212,7 +222,7 @@ class Options {
   /// Whether the coarsest level of a `levels`-level hierarchy is solved by one sequential sweep
   /// (the default, and always with a single level) rather than relaxed.
   bool coarsest_solved_sequentially(int levels) const {
-    return levels == 1 || !relax_only_coarsest_;
+    return levels == 1 || (!relax_only_coarsest_ && !periodic_);
   }
   /// Sweeps on a relaxation-only coarsest level `level`: a count given for that very level wins
   /// over nrelax_coarsest(), which wins over the level's nrelax.
@@ -231,6 +241,7 @@ class Options {
   double divergence_limit() const { return divergence_limit_; }
   /// The integrator's local order for Richardson extrapolation; 0: off.
   int richardson_order() const { return richardson_order_; }
+  bool periodic() const { return periodic_; }
   Direction direction() const { return direction_; }
   bool collect_timings() const { return collect_timings_; }
   const std::vector<index_t>& rank_blocks() const { return rank_blocks_; }
@@ -265,6 +276,7 @@ class Options {
   bool compute_residual_ = true;
   double divergence_limit_ = 1e300;
   int richardson_order_ = 0;
+  bool periodic_ = false;
   Direction direction_ = Direction::Forward;
   bool collect_timings_ = true;
   std::vector<index_t> rank_blocks_;

@@ -119,6 +119,11 @@ class Solver {
          const std::vector<std::vector<index_t>>* coarse_levels, Options options);
 
   const Level& fine() const { return levels_.front(); }
+  /// The fine points' blocks; a periodic grid distributes N points (its point N is point 0).
+  Distribution distribution() const {
+    return Distribution(periodic_ ? grid_.intervals() : grid_.points(), ranks_, direction_,
+                        options_.rank_blocks());
+  }
   int coarsest() const { return static_cast<int>(levels_.size()) - 1; }
   bool xbraid() const { return options_.convention() == Convention::XBraid; }
   bool solved_sequentially(int l) const {
@@ -136,17 +141,23 @@ class Solver {
   double now() const { return options_.collect_timings() ? clock::now() : 0.0; }
 
   // --- building blocks -------------------------------------------------------------------
+  /// The step into point i starts at point i - 1; on a periodic grid the step into point 0
+  /// starts at point n - 1 and ends at point n, point 0's image at the end of the period.
+  index_t step_start(const Level& L, index_t i) const {
+    return periodic_ && i == 0 ? L.grid->intervals() - 1 : i - 1;
+  }
   void step(Level& L, int l, const State& in, State& out, index_t i, bool done, bool add_g) {
+    const index_t from = step_start(L, i), to = periodic_ && i == 0 ? L.grid->intervals() : i;
     StepInfo info;
     info.level = l;
-    info.from = user_index(L, i - 1);
-    info.to = user_index(L, i);
+    info.from = user_index(L, from);
+    info.to = user_index(L, to);
     info.done = done;
     info.direction = direction_;
     trace::Span span("step", trace_category());
     span.step(l, info.from, info.to, done);
-    app_.step(in, out, L.grid->times[static_cast<size_t>(i - 1)],
-              L.grid->times[static_cast<size_t>(i)], info);
+    app_.step(in, out, L.grid->times[static_cast<size_t>(from)],
+              L.grid->times[static_cast<size_t>(to)], info);
     if (add_g && L.g_active) Ops::sum(app_, 1.0, L.g[static_cast<size_t>(i - L.lo)], 1.0, out);
     ++L.steps;
     progress(L);
@@ -158,6 +169,8 @@ class Solver {
   State& u_at(Level& L, index_t i) { return L.u[static_cast<size_t>(i - L.lo)]; }
 
   bool needs_predecessor(const Level& L, const Sweep& sw, index_t i) const {
+    if (periodic_ && i == L.grid->intervals()) i = 0;  // point 0's image
+    if (periodic_ && i == 0) return sw.c != CAction::None;
     if (i <= 0) return false;
     if (sw.sequential) return true;
     if (L.grid->is_cpoint(i)) return sw.c != CAction::None;
@@ -227,7 +240,8 @@ class Solver {
   Direction direction_;
   TimeGrid grid_;  ///< internal order: always marching from point 0
   Hierarchy hierarchy_;
-  index_t last_ = 0;  ///< N, the last fine index
+  index_t last_ = 0;       ///< N, the last fine index
+  bool periodic_ = false;  ///< points 0..N-1 are unknowns; N is point 0 (Options::periodic)
   std::vector<Level> levels_;
   std::vector<int> owner_by_position_;
   Statistics stats_;
@@ -255,6 +269,7 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
   rank_ = transport_.rank();
   ranks_ = transport_.size();
   last_ = grid_.intervals();
+  periodic_ = options_.periodic();
   if (coarse_levels) {
     std::vector<std::vector<index_t>> internal = *coarse_levels;
     if (direction_ == Direction::Reverse)
@@ -271,7 +286,7 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
     hierarchy_ = Hierarchy::uniform(grid_, options_);
   }
 
-  const Distribution dist(grid_.points(), ranks_, direction_, options_.rank_blocks());
+  const Distribution dist = distribution();
   const int position = dist.position_of_rank(rank_);
   levels_.resize(static_cast<size_t>(hierarchy_.levels()));
   for (int l = 0; l < hierarchy_.levels(); ++l) {
@@ -291,6 +306,18 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
     for (int q = position + 1; q < ranks_ && L.right < 0; ++q) {
       const auto r = range(q);
       if (r.first < r.second) L.right = dist.rank_at_position(q);
+    }
+    if (periodic_ && !L.empty()) {
+      // A ring: the first rank's left neighbour is the last one (possibly itself), which owns
+      // point n - 1, the predecessor of point 0.
+      for (int q = ranks_ - 1; q >= position && L.left < 0; --q) {
+        const auto r = range(q);
+        if (r.first < r.second) L.left = dist.rank_at_position(q);
+      }
+      for (int q = 0; q <= position && L.right < 0; ++q) {
+        const auto r = range(q);
+        if (r.first < r.second) L.right = dist.rank_at_position(q);
+      }
     }
     const auto& cp = L.grid->cpoints;
     L.c_begin = std::lower_bound(cp.begin(), cp.end(), L.lo) - cp.begin();
@@ -329,7 +356,7 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
 template <class App, class Transport>
 int Solver<App, Transport>::owner(index_t index) const {
   const index_t internal = direction_ == Direction::Forward ? index : last_ - index;
-  const Distribution dist(grid_.points(), ranks_, direction_, options_.rank_blocks());
+  const Distribution dist = distribution();
   for (int q = 0; q < ranks_; ++q)
     if (internal >= dist.begin(q) && internal < dist.end(q)) return dist.rank_at_position(q);
   throw InvalidOption("point index " + std::to_string(index) + " is outside the grid [0, " +
@@ -522,7 +549,7 @@ void Solver<App, Transport>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& 
       for (index_t k = first; k <= j; ++k) {
         const index_t c = cp[static_cast<size_t>(k)];
         if (k > first) prev = &u_at(L, c - 1);
-        if (c > 0 && sw.c != CAction::None) c_action(k, c, *prev);
+        if ((c > 0 || periodic_) && sw.c != CAction::None) c_action(k, c, *prev);
         visit(c, u_at(L, c));
         if (late_send && c == L.hi - 1) send(L, l, u_at(L, c));
       }
@@ -685,7 +712,7 @@ void Solver<App, Transport>::interpolate(int coarse_level, bool relax_first) {
   Level& C = levels_[static_cast<size_t>(coarse_level)];
   Level& F = levels_[static_cast<size_t>(coarse_level - 1)];
   auto correct = [&](index_t k, const State& u) {
-    if (k == 0) return;  // the initial value never changes
+    if (k == 0 && !periodic_) return;  // the initial value never changes
     trace::Span span("interpolate", trace_category());
     span.level(coarse_level);
     State& e = C.res;
@@ -711,7 +738,7 @@ void Solver<App, Transport>::assign_from_coarse(int coarse_level) {
   Sweep sw;
   sw.recompute_f = false;
   sweep(coarse_level, sw, [&](index_t k, const State& u) {
-    if (k == 0) return;
+    if (k == 0 && !periodic_) return;
     trace::Span span("interpolate", trace_category());
     span.level(coarse_level);
     Ops::refine(app_, u, u_at(F, F.grid->cpoints[static_cast<size_t>(k)]), coarse_level);
@@ -802,7 +829,7 @@ void Solver<App, Transport>::nested_phase() {
   // PyMGRIT starts each coarse level from the App's initial value on that level's own grid
   // (App::init(t, level)); XBraid, and Apps without it, keep the restricted fine value.
   if constexpr (detail::has_level_init<App>::value) {
-    if (!xbraid())
+    if (!xbraid() && !periodic_)  // a periodic point 0 is an unknown, not an initial value
       for (int l = 1; l <= coarsest(); ++l) {
         Level& L = levels_[static_cast<size_t>(l)];
         if (!L.empty() && L.lo == 0) u_at(L, 0) = app_.init(L.grid->times[0], l);
@@ -887,7 +914,7 @@ void Solver<App, Transport>::initialize() {
   const auto& times = L0.grid->times;
   const bool warm = options_.warm_start() && solved_once_;
   for (index_t i = L0.lo; i < L0.hi; ++i)
-    if ((i == 0 || !warm) && (L0.store_all || L0.grid->is_cpoint(i)))
+    if (((i == 0 && !periodic_) || !warm) && (L0.store_all || L0.grid->is_cpoint(i)))
       u_at(L0, i) = app_.init(times[static_cast<size_t>(i)]);
   for (int l = 1; l <= coarsest(); ++l) levels_[static_cast<size_t>(l)].g_active = false;
   // Received states are unpacked into a state like the one the left neighbour sends (its last
@@ -896,8 +923,8 @@ void Solver<App, Transport>::initialize() {
   // without points here, or starting at point 0, receives nothing.
   for (int l = 0; l <= coarsest(); ++l) {
     Level& L = levels_[static_cast<size_t>(l)];
-    if (L.empty() || L.lo == 0) continue;
-    const index_t before = L.grid->fine[static_cast<size_t>(L.lo - 1)];
+    if (L.empty() || (L.lo == 0 && !periodic_)) continue;
+    const index_t before = L.grid->fine[static_cast<size_t>(step_start(L, L.lo))];
     State like = app_.init(times[static_cast<size_t>(before)]);
     if constexpr (Ops::spatial) {
       for (int m = 0; m < l; ++m) {

@@ -1,6 +1,7 @@
 #include "weft/mgrit/problems/linear.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "weft/util/error.hpp"
 
@@ -45,6 +46,15 @@ double LinearOde::exact(double t) const {
   // A particular solution alpha*t + beta plus the homogeneous part.
   const double alpha = -b / a, beta = (alpha - c) / a;
   return (p_.u0 - alpha * t_start_ - beta) * std::exp(a * (t - t_start_)) + alpha * t + beta;
+}
+
+double LinearOde::periodic_exact(double t, double t_end) const {
+  const double a = p_.a, b = p_.b, c = p_.c;
+  if (a == 0.0) return std::numeric_limits<double>::quiet_NaN();  // no periodic solution
+  // alpha*t + beta + K e^{a (t - t_start)}, with K chosen so that u(t_start) = u(t_end).
+  const double alpha = -b / a, beta = (alpha - c) / a;
+  const double k = alpha * (t_end - t_start_) / (1.0 - std::exp(a * (t_end - t_start_)));
+  return k * std::exp(a * (t - t_start_)) + alpha * t + beta;
 }
 
 }  // namespace weft::mgrit::problems

@@ -119,10 +119,29 @@ template <class P>
 struct has_exact<P, std::void_t<decltype(std::declval<const P&>().exact(0.0))>>
     : std::is_same<decltype(std::declval<const P&>().exact(0.0)), typename P::State> {};
 
-/// The norm of u - exact(t) for the problems that have exact(); nothing otherwise.
+/// Problems with `State periodic_exact(double t, double t_end) const`: the solution with
+/// u(t_start) = u(t_end).
+template <class P, class = void>
+struct has_periodic_exact : std::false_type {};
+template <class P>
+struct has_periodic_exact<P,
+                          std::void_t<decltype(std::declval<const P&>().periodic_exact(0.0, 0.0))>>
+    : std::true_type {};
+
+/// The norm of u - exact(t) for the problems that have exact() (periodic_exact() for periodic
+/// runs, over the period ending at t_end); nothing otherwise.
 template <class Problem>
 std::function<double(const typename Problem::State&, double)> error_against_exact(
-    Problem& problem) {
+    Problem& problem, bool periodic = false, double t_end = 0) {
+  if (periodic) {
+    if constexpr (has_periodic_exact<Problem>::value) {
+      return [&problem, t_end](const typename Problem::State& u, double t) {
+        return std::abs(u - problem.periodic_exact(t, t_end));
+      };
+    } else {
+      return {};
+    }
+  }
   if constexpr (has_exact<Problem>::value) {
     return [&problem](const typename Problem::State& u, double t) {
       using Ops = AppOps<Problem>;
@@ -141,7 +160,8 @@ void measure_final_error(const Solver& solver, const RunSettings& s,
                          const std::function<double(const State&, double)>& error, MPI_Comm comm,
                          RunSummary& sum) {
   const bool reverse = s.options.direction() == Direction::Reverse;
-  const index_t last = reverse ? 0 : s.nt;
+  // A periodic run's last point t1 is its point 0.
+  const index_t last = reverse || s.options.periodic() ? 0 : s.nt;
   sum.final_time = reverse ? s.t0 : s.t1;
   double value = -1;  // -1: not measured here
   if (const State* u = solver.state(last)) value = error(*u, sum.final_time);
@@ -173,7 +193,7 @@ RunSummary run_app(App& app, const std::map<index_t, SolutionPoint>* observed, i
 
 template <class Problem>
 RunSummary run_problem(Problem& problem, int width, const RunSettings& s, const Layout& layout) {
-  const auto error = error_against_exact(problem);
+  const auto error = error_against_exact(problem, s.options.periodic(), s.t1);
   if (!s.record_solution) return run_app(problem, nullptr, width, s, layout, error);
   Observed<Problem> app(problem);
   return run_app(app, &app.observed(), width, s, layout, error);

@@ -96,7 +96,7 @@ Options options_of(const RunRequest& r) {
   o.storage(r.storage).abs_tol(r.tol).rel_tol(r.rtol).temporal_norm(r.tnorm);
   o.max_iterations(r.max_iter).compute_residual(r.residual);
   o.direction(r.reverse ? Direction::Reverse : Direction::Forward);
-  o.richardson(r.richardson);
+  o.richardson(r.richardson).periodic(r.periodic);
   return o;
 }
 
@@ -276,6 +276,18 @@ RunRequest parse_run(const RunText& text) {
 
   // Initial guess and storage
   r.init = v.text("init");
+  if (text.periodic) {
+    auto refuse = [&](const std::string& why) { throw InvalidOption("run", "periodic", why); };
+    if (r.init == "sequential")
+      refuse("not with " + spell("init") +
+             " sequential: a periodic problem has no initial value to march from");
+    if (text.richardson) refuse("not with " + spell("richardson"));
+    if (text.gradient) refuse("not with " + spell("gradient"));
+    if (text.reverse) refuse("not with " + spell("reverse") + " (forward solves only)");
+    if (!text.points.empty()) refuse("not with " + spell("points") + " (uniform coarsening only)");
+    if (r.levels < 2) refuse("needs " + spell("levels") + " >= 2 (the coarsest level is relaxed)");
+    r.periodic = true;
+  }
   if (r.init != "sequential") r.settings.guess = InitialGuess::parse(r.init);
   r.storage = v.choice("storage", {"all", "cpoints"}) == 0 ? Storage::All : Storage::CPoints;
 

@@ -37,6 +37,8 @@ class LinearOde {
 
   /// The solution of the ODE itself (not of the discretization) at t.
   double exact(double t) const;
+  /// The solution with u(t_start) = u(t_end) instead of u(t_start) = u0 (a != 0).
+  double periodic_exact(double t, double t_end) const;
 
   void check_levels(int levels) const {
     check_list_length("LinearOde", "integrator", methods_.size(), levels);

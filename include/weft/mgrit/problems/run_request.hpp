@@ -39,6 +39,8 @@ struct RunText {
   bool gradient = false;
   /// Richardson extrapolation with the problem's own local order.
   bool richardson = false;
+  /// A time-periodic problem: u(t0) = u(t1) instead of an initial value.
+  bool periodic = false;
   /// Explicit coarse levels (fine indices per coarse level, checked by the front end that read
   /// them); they fix the number of levels.
   std::vector<std::vector<index_t>> points;
@@ -71,6 +73,7 @@ struct RunRequest {
   Storage storage = Storage::All;
   Convention convention = Convention::PyMGRIT;
   int richardson = 0;  ///< the local order Richardson uses; 0: off
+  bool periodic = false;
   bool reverse = false;
 };
 
