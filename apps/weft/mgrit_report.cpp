@@ -85,6 +85,9 @@ void print_report(const Summary& sum) {
   if (sum.final_error)
     line(fmt::format("  error        {:.3e} at t = {} (norm of u - {}exact solution)",
                      *sum.final_error, sum.final_time, sum.options.periodic() ? "periodic " : ""));
+  if (sum.largest_estimate)
+    line(fmt::format("  estimate     {:.3e} at t = {} (largest Richardson error estimate)",
+                     *sum.largest_estimate, sum.largest_estimate_time));
   line(
       fmt::format("  timings (s)  setup {:.3e}, solve {:.3e}; max over ranks: step {:.3e}, "
                   "comm {:.3e}, other {:.3e}",

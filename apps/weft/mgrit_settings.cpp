@@ -131,6 +131,10 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
                "Richardson extrapolation at the fine C-points with the integrator's local order "
                "(linear, dahlquist; --convention xbraid): the converged solution is one order "
                "more accurate than the sequential solve");
+  cmd.add_flag("--error-estimates", args.error_estimates,
+               "Richardson-based local error estimates at the fine points with the integrator's "
+               "local order (linear, dahlquist): the largest and its time are reported (and in "
+               "--json)");
   cmd.add_flag("--periodic", args.periodic,
                "time-periodic: u(t0) = u(t1) instead of an initial value (XBraid's periodic "
                "mode; --nt divisible by the coarsening factors, point 0 a C-point on every level)");
@@ -241,6 +245,7 @@ MgritSettings resolve(const MgritArgs& a, MPI_Comm comm) {
   text.gradient = a.gradient;
   text.richardson = a.richardson;
   text.periodic = a.periodic;
+  text.error_estimates = a.error_estimates;
   text.spell = flag_of_parameter;
   if (a.given("--output")) text.values["record_solution"] = "1";
   if (a.given("--points")) {

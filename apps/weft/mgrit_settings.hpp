@@ -32,6 +32,7 @@ struct MgritArgs {
   bool reverse = false;
   bool richardson = false;
   bool periodic = false;
+  bool error_estimates = false;
   bool gradient = false;
 
   bool given(const std::string& flag) const;

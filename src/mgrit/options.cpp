@@ -124,6 +124,16 @@ void Options::validate() const {
     for (const auto& [level, w] : cweight_.overrides()) unit_weights = unit_weights && w == 1.0;
     require(unit_weights, "option richardson: needs C-weight 1 on every level (cweight)");
   }
+  if (error_estimate_order_ != 0) {
+    require(error_estimate_order_ >= 2, "option error_estimates: local order " +
+                                            std::to_string(error_estimate_order_) +
+                                            " is invalid; accepted: an integer >= 2 (0: off)");
+    require(richardson_order_ == 0 || richardson_order_ == error_estimate_order_,
+            "option error_estimates: local order " + std::to_string(error_estimate_order_) +
+                " differs from richardson's " + std::to_string(richardson_order_) +
+                "; accepted: the same order");
+    require(direction_ == Direction::Forward, "option error_estimates: forward solves only");
+  }
   if (periodic_) {
     require(max_levels_ >= 2,
             "option periodic: needs max_levels >= 2 (a periodic solve is "

@@ -58,6 +58,7 @@ json options_json(const pr::RunRequest& run, const mgrit::Options& o, int built_
   j["ranks"] = ranks;
   j["richardson"] = run.richardson;
   j["periodic"] = run.periodic;
+  j["error_estimates"] = run.error_estimates;
   return j;
 }
 
@@ -78,6 +79,9 @@ std::string mgrit_run_record(const pr::RunRequest& run, const pr::RunSummary& su
   j["factors"] = factors;
   j["final_residual"] = optional_json(sum.result.final_residual());
   j["final_error"] = optional_json(sum.final_error);
+  j["largest_estimate"] = optional_json(sum.largest_estimate);
+  j["largest_estimate_time"] =
+      sum.largest_estimate ? json(sum.largest_estimate_time) : json(nullptr);
   j["converged"] = sum.result.converged;
   j["timings"] = {{"setup_seconds", sum.setup},
                   {"solve_seconds", sum.solve},

@@ -113,6 +113,22 @@ TEST(Problems, LinearPeriodicIsXBraidsEx06Periodic) {
   }
 }
 
+// --error-estimates: the largest estimate and its time, the same at 1 and 2 ranks (XBraid's
+// figure for points 1-4 of this run; reference_test has the others).
+TEST(Problems, LinearErrorEstimatesAreReported) {
+  const fs::path dir = work_dir();
+  for (int np : {1, 2}) {
+    const json j = mgrit_json(np,
+                              "--problem linear --a -4 --b -1 --c 1 --t1 0.5 --nt 32 --init "
+                              "value:0.456 --convention xbraid --levels 2 --min-coarse 8 --cf 4 "
+                              "--skip 0 --max-iter 3 --error-estimates",
+                              dir, "estimates_np" + std::to_string(np));
+    EXPECT_EQ(j["options"]["error_estimates"], 2);
+    EXPECT_NEAR(j["largest_estimate"].get<double>(), 3.51428582831466e-03, 1e-12);
+    EXPECT_DOUBLE_EQ(j["largest_estimate_time"].get<double>(), 0.5 / 32);
+  }
+}
+
 TEST(Problems, Heat1DPeriodicConverges) {
   const fs::path dir = work_dir();
   for (const std::string integrator : {"be", "cn,be"}) {
@@ -369,7 +385,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{2, "--problem linear --periodic --nt 30 --cf 4",
                  "option --periodic: needs each level's intervals divisible"},
         BadInput{2, "--problem linear --periodic --nt 8 --min-coarse 8",
-                 "option --periodic: needs two or more levels"}),
+                 "option --periodic: needs two or more levels"},
+        BadInput{0, "--problem heat1d --error-estimates", "option --error-estimates"}),
     bad_name);
 
 TEST(Help, ListsTheNewFlags) {

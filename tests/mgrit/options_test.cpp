@@ -71,6 +71,19 @@ TEST(Options, RichardsonNeedsAnOrderTheXBraidConventionAndUnitWeights) {
             std::string::npos);
 }
 
+TEST(Options, ErrorEstimatesNeedAnOrderMatchingRichardsonsAndForwardSolves) {
+  EXPECT_EQ(error_of(Options().error_estimates(2)), "");
+  EXPECT_EQ(error_of(Options().error_estimates(3).richardson(3)), "");
+  EXPECT_NE(error_of(Options().error_estimates(1)).find("local order 1 is invalid"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(Options().error_estimates(2).richardson(3)).find("differs from richardson's 3"),
+      std::string::npos);
+  EXPECT_NE(error_of(Options().error_estimates(2).direction(Direction::Reverse))
+                .find("forward solves only"),
+            std::string::npos);
+}
+
 TEST(Options, ConventionSetsDefaultPhaseAndFinalSweep) {
   EXPECT_EQ(Options().effective_initial_phase(), InitialPhase::Skip);
   EXPECT_EQ(Options().convention(Convention::PyMGRIT).effective_initial_phase(),

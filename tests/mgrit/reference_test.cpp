@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/mgrit/problems/dahlquist.hpp"
@@ -266,6 +268,91 @@ TEST(XBraidReference, Ex06PeriodicTwoLevelsCf4) {
   expect_ex06_periodic(problems::LinearOde::Method::BackwardEuler, 96, 4, 2,
                        {"6.400121e-01", "4.166187e-03", "8.052669e-05", "1.371619e-06",
                         "1.824574e-08", "1.909795e-10", "1.483361e-12"});
+}
+
+// XBraid's Richardson-based error estimates (braid_SetRichardsonEstimation with est_error on).
+// ex-06 turns them on only with -refinet, so a copy of ex-06 with error_est forced on gave these
+// figures (its ex-06.out files, 15 digits, the same at 1 and 3-4 ranks; XBraid 52178c8): 2
+// levels, cf 4, -mi 3 with backward Euler (local order 2), with -richardson, and with
+// -time_discr 2 (order 3); and -nt 38 -mi 2, whose points 37 and 38 lie past the last C-point.
+// Every fine step the App sees in the final sweep carries its point's estimate.
+struct Recording : problems::LinearOde {
+  using LinearOde::LinearOde;
+  std::map<index_t, double> seen;  ///< the final sweep's fine steps: point -> estimate
+  void step(const State& in, State& out, double t0, double t1, const StepInfo& info) {
+    LinearOde::step(in, out, t0, t1, info);
+    if (info.done && info.level == 0) seen[info.to] = info.error_estimate;
+  }
+};
+
+void expect_estimates(problems::LinearOde::Method method, bool richardson, index_t nt,
+                      int iterations, const std::vector<std::pair<index_t, double>>& refs) {
+  using problems::LinearOde;
+  const int order = method == LinearOde::Method::BackwardEuler ? 2 : 3;
+  Recording app(LinearOde::Parameters{-4.0, -1.0, 1.0, 1.0},
+                problems::LevelList<LinearOde::Method>{method}, 0.0, InitialGuess::constant(0.456));
+  Options o;
+  o.max_levels(2).min_coarse(8).cfactor(4).initial_phase(InitialPhase::None);
+  o.abs_tol(1e-12 / std::sqrt(0.5 / static_cast<double>(nt - 1))).max_iterations(iterations);
+  o.error_estimates(order).richardson(richardson ? order : 0);
+  Solver<Recording> solver(app, MPI_COMM_WORLD, TimeGrid::uniform(0.0, 0.5, nt), o);
+  EXPECT_FALSE(solver.error_estimate(1)) << "an estimate before the first restriction";
+  const Result r = solver.solve();
+  EXPECT_EQ(r.iterations, iterations);
+  for (const auto& [index, ref] : refs) {
+    double e = -2;
+    if (auto local = solver.error_estimate(index)) e = *local;
+    MPI_Allreduce(MPI_IN_PLACE, &e, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT_NEAR(e, ref, 1e-9 * ref) << "point " << index;
+  }
+  EXPECT_FALSE(solver.error_estimate(0));
+  EXPECT_FALSE(app.seen.empty() && solver.local_end() - solver.local_begin() > 4);
+  for (const auto& [index, seen] : app.seen) {
+    ASSERT_TRUE(solver.error_estimate(index)) << index;
+    EXPECT_EQ(seen, *solver.error_estimate(index)) << index;
+  }
+}
+
+TEST(XBraidReference, Ex06ErrorEstimates) {
+  using M = problems::LinearOde::Method;
+  expect_estimates(M::BackwardEuler, false, 32, 3,
+                   {{1, 3.51428582831466e-03},
+                    {4, 3.51428582831466e-03},
+                    {5, 2.75753685952547e-03},
+                    {8, 2.75753685952547e-03},
+                    {9, 2.16374247944658e-03},
+                    {16, 1.69781285105564e-03},
+                    {17, 1.33221420968114e-03},
+                    {31, 6.43118203102847e-04},
+                    {32, 6.43118203102847e-04}});
+}
+
+TEST(XBraidReference, Ex06ErrorEstimatesWithRichardson) {
+  using M = problems::LinearOde::Method;
+  expect_estimates(M::BackwardEuler, true, 32, 3,
+                   {{1, 3.51428582831466e-03},
+                    {5, 2.73957292515011e-03},
+                    {9, 2.13564296670047e-03},
+                    {16, 1.66484740718024e-03},
+                    {17, 1.29783720051154e-03},
+                    {32, 6.13988740891284e-04}});
+  expect_estimates(M::Sdirk2, false, 32, 3,
+                   {{1, 2.17636683095416e-05},
+                    {5, 1.69488885354433e-05},
+                    {16, 1.02792037343165e-05},
+                    {17, 8.00513387027024e-06},
+                    {32, 3.78090403041857e-06}});
+}
+
+TEST(XBraidReference, Ex06ErrorEstimatesPastTheLastCPoint) {
+  expect_estimates(problems::LinearOde::Method::BackwardEuler, false, 38, 2,
+                   {{1, 2.65391191123191e-03},
+                    {4, 2.65391191123191e-03},
+                    {5, 2.16162783864782e-03},
+                    {33, 5.31976111191601e-04},
+                    {36, 5.31976111191601e-04},
+                    {37, 5.31976111191601e-04},
+                    {38, 5.31976111191601e-04}});
 }
 
 }  // namespace

@@ -200,6 +200,47 @@ TEST(RunRequest, PeriodicRunsEx06AndMeasuresAgainstThePeriodicSolution) {
   }
 }
 
+// --error-estimates takes the fine integrator's local order; the run reports the largest
+// estimate and where (XBraid's figures for these estimates are in reference_test).
+TEST(RunRequest, ErrorEstimatesTakeTheIntegratorsOrderAndReportTheLargest) {
+  RunText t = given({{"problem", "linear"},
+                     {"a", "-4"},
+                     {"b", "-1"},
+                     {"c", "1"},
+                     {"t1", "0.5"},
+                     {"nt", "32"},
+                     {"init", "value:0.456"},
+                     {"convention", "xbraid"},
+                     {"levels", "2"},
+                     {"min_coarse", "8"},
+                     {"cf", "4"},
+                     {"skip", "0"},
+                     {"max_iter", "3"}});
+  t.error_estimates = true;
+  const RunRequest r = parse_run(t);
+  EXPECT_EQ(r.settings.options.error_estimate_order(), 2);
+  const RunSummary sum = r.instance->run(r.settings, MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    ASSERT_TRUE(sum.largest_estimate);
+    EXPECT_NEAR(*sum.largest_estimate, 3.51428582831466e-03, 1e-12);  // points 1-4
+    EXPECT_DOUBLE_EQ(sum.largest_estimate_time, 0.5 / 32);
+    const nlohmann::json j = nlohmann::json::parse(report::mgrit_run_record(r, sum, "", 1));
+    EXPECT_EQ(j["largest_estimate"].get<double>(), *sum.largest_estimate);
+    EXPECT_EQ(j["options"]["error_estimates"].get<int>(), 2);
+  }
+  RunText heat = given({{"problem", "heat1d"}});
+  heat.error_estimates = true;
+  try {
+    parse_run(heat);
+    ADD_FAILURE() << "heat1d accepted";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option(), "error_estimates");
+    EXPECT_NE(e.detail().find("declares no local order"), std::string::npos) << e.detail();
+  }
+}
+
 TEST(RunRequest, PeriodicRefusesWhatItCannotDo) {
   auto refusal = [](std::map<std::string, std::string> values, bool richardson = false,
                     bool gradient = false, bool reverse = false) {

@@ -178,6 +178,16 @@ class Options {
     richardson_order_ = local_order;
     return *this;
   }
+  /// Richardson-based local error estimates at the fine points (XBraid's est_error), for an
+  /// App that refines or reports: after each restriction to level 1, the points of the fine
+  /// C-interval (c', c] get |g_c| dtk / (DTK - dtk), g_c level 1's FAS right-hand side at c
+  /// (|g_c| dtk / DTK with extrapolation); points past the last C-point take the last
+  /// interval's. `local_order` as in richardson() (equal when both are on); 0 turns it off.
+  /// Read by Solver::error_estimate() and StepInfo::error_estimate. Forward solves.
+  Options& error_estimates(int local_order) {
+    error_estimate_order_ = local_order;
+    return *this;
+  }
 
   /// A time-periodic solve, u(t_0) = u(t_N) (XBraid's braid_SetPeriodic): the N fine points
   /// t_0..t_{N-1} are all unknowns, and point 0 is the C-point reached by one step from
@@ -242,6 +252,8 @@ class Options {
   /// The integrator's local order for Richardson extrapolation; 0: off.
   int richardson_order() const { return richardson_order_; }
   bool periodic() const { return periodic_; }
+  /// The local order for error estimates; 0: off.
+  int error_estimate_order() const { return error_estimate_order_; }
   Direction direction() const { return direction_; }
   bool collect_timings() const { return collect_timings_; }
   const std::vector<index_t>& rank_blocks() const { return rank_blocks_; }
@@ -277,6 +289,7 @@ class Options {
   double divergence_limit_ = 1e300;
   int richardson_order_ = 0;
   bool periodic_ = false;
+  int error_estimate_order_ = 0;
   Direction direction_ = Direction::Forward;
   bool collect_timings_ = true;
   std::vector<index_t> rank_blocks_;

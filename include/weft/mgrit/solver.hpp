@@ -24,6 +24,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -81,6 +82,10 @@ class Solver {
   State* state(index_t index) {
     return const_cast<State*>(static_cast<const Solver*>(this)->state(index));
   }
+  /// With Options::error_estimates: the local error estimate at fine point `index` (user
+  /// numbering) from the last restriction; nothing when this rank does not own the point or no
+  /// estimate exists (point 0 of an ordinary grid, before the first restriction, one level).
+  std::optional<double> error_estimate(index_t index) const;
 
  private:
   enum class CAction { None, Relax, Residual };
@@ -154,6 +159,8 @@ class Solver {
     info.to = user_index(L, to);
     info.done = done;
     info.direction = direction_;
+    if (l == 0 && estimating())
+      info.error_estimate = fine_estimates_[static_cast<size_t>(i - L.lo)];
     trace::Span span("step", trace_category());
     span.step(l, info.from, info.to, done);
     app_.step(in, out, L.grid->times[static_cast<size_t>(from)],
@@ -218,6 +225,13 @@ class Solver {
   bool richardson() const { return options_.richardson_order() > 0 && levels_.size() > 1; }
   /// The extrapolation weight a of fine C-point number j (j >= 1): u_c = a F_c + (1 - a) G_c.
   double richardson_weight(index_t j) const;
+  /// Over the fine C-interval ending at C-point number j (on a periodic grid j = 0 ends at N):
+  /// dtk, the sum of its steps' (t_i - t_{i-1})^p, and DTK = (t_c - t_c')^p.
+  std::pair<double, double> interval_powers(index_t j, int p) const;
+  bool estimating() const { return options_.error_estimate_order() > 0 && levels_.size() > 1; }
+  /// The error estimates of level 1's points from its FAS right-hand side, shared by all ranks,
+  /// then given to the fine points of each C-interval.
+  void update_estimates();
   void richardson_extrapolate(Level& L, index_t j, State& uc);
   void restrict_to(int l, Sweep sw, bool measure);
   void interpolate(int coarse_level, bool relax_first);
@@ -248,6 +262,9 @@ class Solver {
   bool solved_once_ = false;
   int iteration_ = 0;  ///< the current MGRIT iteration (Richardson skips iteration 0's C-relax)
   double residual_acc_ = 0;
+  std::vector<double> fine_estimates_;               ///< per local fine point; -1: none
+  std::vector<double> coarse_estimates_;             ///< per level-1 point, all ranks'
+  std::vector<int> coarse_counts_, coarse_offsets_;  ///< level-1 points per rank
   double comm_time_ = 0;
   double sweep_time_ = 0;
 };
@@ -344,6 +361,19 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
             " has none (fewer ranks, or a smaller coarsening factor)");
     }
   }
+  if (estimating()) {
+    if constexpr (!std::is_same_v<Transport, MpiTransport>)
+      throw InvalidOption("option error_estimates: needs the MPI transport");
+    const auto& coarse = hierarchy_.level(1).fine;
+    for (int q = 0; q < ranks_; ++q) {  // forward: position q is rank q
+      const auto lo = std::lower_bound(coarse.begin(), coarse.end(), dist.begin(q));
+      const auto hi = std::lower_bound(coarse.begin(), coarse.end(), dist.end(q));
+      coarse_offsets_.push_back(static_cast<int>(lo - coarse.begin()));
+      coarse_counts_.push_back(static_cast<int>(hi - lo));
+    }
+    coarse_estimates_.assign(coarse.size(), -1.0);
+    fine_estimates_.assign(static_cast<size_t>(fine().hi - fine().lo), -1.0);
+  }
   owner_by_position_.resize(static_cast<size_t>(ranks_));
   for (int q = 0; q < ranks_; ++q)
     owner_by_position_[static_cast<size_t>(q)] = dist.rank_at_position(q);
@@ -370,6 +400,15 @@ auto Solver<App, Transport>::state(index_t index) const -> const State* {
   if (internal < L.lo || internal >= L.hi) return nullptr;
   if (!L.store_all && !L.grid->is_cpoint(internal)) return nullptr;
   return &L.u[static_cast<size_t>(internal - L.lo)];
+}
+
+template <class App, class Transport>
+std::optional<double> Solver<App, Transport>::error_estimate(index_t index) const {
+  if (!estimating()) return std::nullopt;
+  const Level& L = fine();
+  if (index < L.lo || index >= L.hi) return std::nullopt;  // forward: user numbering
+  const double e = fine_estimates_[static_cast<size_t>(index - L.lo)];
+  return e >= 0 ? std::optional<double>(e) : std::nullopt;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -576,16 +615,59 @@ void Solver<App, Transport>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& 
 // cancels the leading local error of the m fine steps F against that of one step G.
 
 template <class App, class Transport>
-double Solver<App, Transport>::richardson_weight(index_t j) const {
+std::pair<double, double> Solver<App, Transport>::interval_powers(index_t j, int p) const {
   const LevelGrid& g = hierarchy_.level(0);
-  const index_t c = g.cpoints[static_cast<size_t>(j)];
-  const index_t c_prev = g.cpoints[static_cast<size_t>(j - 1)];
-  const int p = options_.richardson_order();
+  const auto& cp = g.cpoints;
+  const bool wrap = periodic_ && j == 0;  // cp ends with N, point 0's image
+  const index_t c = wrap ? cp.back() : cp[static_cast<size_t>(j)];
+  const index_t c_prev = cp[static_cast<size_t>(wrap ? cp.size() - 2 : j - 1)];
   const auto t = [&](index_t i) { return g.times[static_cast<size_t>(i)]; };
   double dtk = 0;
   for (index_t i = c_prev + 1; i <= c; ++i) dtk += std::pow(t(i) - t(i - 1), p);
-  const double big = std::pow(t(c) - t(c_prev), p);
+  return {dtk, std::pow(t(c) - t(c_prev), p)};
+}
+
+template <class App, class Transport>
+double Solver<App, Transport>::richardson_weight(index_t j) const {
+  const auto [dtk, big] = interval_powers(j, options_.richardson_order());
   return big / (big - dtk);
+}
+
+// XBraid's estimate: |F - G| over a C-interval, scaled by dtk / (DTK - dtk) = 1 / (m^(p-1) - 1)
+// for m uniform steps, the part of it that is the fine steps' error (with extrapolation the
+// fine value is itself corrected, and the scale is dtk / DTK).
+template <class App, class Transport>
+void Solver<App, Transport>::update_estimates() {
+  Level& C = levels_[1];
+  const int p = options_.error_estimate_order();
+  std::vector<double> local;
+  for (index_t k = C.lo; k < C.hi; ++k) {
+    double e = -1;
+    if (k > 0 || periodic_) {
+      const auto [dtk, big] = interval_powers(k, p);
+      e = Ops::norm(app_, C.g[static_cast<size_t>(k - C.lo)]) * dtk /
+          (richardson() ? big : big - dtk);
+    }
+    local.push_back(e);
+  }
+  if constexpr (std::is_same_v<Transport, MpiTransport>) {
+    const double t = now();
+    mpi::check(MPI_Allgatherv(local.data(), static_cast<int>(local.size()), MPI_DOUBLE,
+                              coarse_estimates_.data(), coarse_counts_.data(),
+                              coarse_offsets_.data(), MPI_DOUBLE, transport_.comm()),
+               "MPI_Allgatherv (error estimates)");
+    comm_time_ += now() - t;
+  }
+  // Fine point i takes the estimate of the first C-point >= i (past the last: the last one's).
+  const Level& F = fine();
+  const auto& cp = F.grid->cpoints;
+  // A periodic level 1 ends with point 0's image N, which has no estimate of its own.
+  const auto count = static_cast<index_t>(coarse_estimates_.size()) - (periodic_ ? 1 : 0);
+  for (index_t i = F.lo; i < F.hi; ++i) {
+    index_t j = std::lower_bound(cp.begin(), cp.end(), i) - cp.begin();
+    if (j >= count) j = periodic_ ? 0 : count - 1;
+    fine_estimates_[static_cast<size_t>(i - F.lo)] = coarse_estimates_[static_cast<size_t>(j)];
+  }
 }
 
 // uc holds F_c (the fine steps from the previous C-point); it becomes a F_c + (1 - a) G_c, with
@@ -678,6 +760,7 @@ void Solver<App, Transport>::fas_rhs(int l, bool measure_richardson) {
   }
   finish_send(L);
   L.g_active = true;
+  if (l == 1 && estimating()) update_estimates();
   {
     const double inside = (now() - t_start) - (comm_time_ - comm_before);
     sweep_time_ += inside;
@@ -940,6 +1023,7 @@ void Solver<App, Transport>::initialize() {
     L.sweep_seconds = 0;
   }
   comm_time_ = sweep_time_ = residual_acc_ = 0;
+  std::fill(fine_estimates_.begin(), fine_estimates_.end(), -1.0);
   stats_.messages_sent = stats_.messages_received = stats_.reductions = 0;
 }
 

@@ -17,6 +17,9 @@ struct StepInfo {
   index_t to = 0;     ///< fine-grid index of the step's end point
   bool done = false;  ///< true in the final fine sweep after the iterations
   Direction direction = Direction::Forward;
+  /// On the fine grid with Options::error_estimates: the local error estimate of the point
+  /// this step computes (`to`), from the last restriction; -1 when there is none (yet).
+  double error_estimate = -1;
 };
 
 }  // namespace weft::mgrit

@@ -169,6 +169,23 @@ void measure_final_error(const Solver& solver, const RunSettings& s,
   if (value >= 0 || std::isnan(value)) sum.final_error = value;
 }
 
+/// RunSummary::largest_estimate on rank 0: the largest error estimate over all fine points.
+template <class Solver>
+void find_largest_estimate(const Solver& solver, const TimeGrid& grid, MPI_Comm comm,
+                           RunSummary& sum) {
+  struct {
+    double value;
+    int index;
+  } local{-1.0, 0}, global{-1.0, 0};
+  for (index_t i = solver.local_begin(); i < solver.local_end(); ++i)
+    if (const auto e = solver.error_estimate(i); e && *e > local.value)
+      local = {*e, static_cast<int>(i)};
+  MPI_Allreduce(&local, &global, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm);
+  if (global.value < 0) return;  // one level: no estimates
+  sum.largest_estimate = global.value;
+  sum.largest_estimate_time = grid.times()[static_cast<size_t>(global.index)];
+}
+
 template <class App>
 RunSummary run_app(App& app, const std::map<index_t, SolutionPoint>* observed, int width,
                    const RunSettings& s, const Layout& layout,
@@ -187,6 +204,7 @@ RunSummary run_app(App& app, const std::map<index_t, SolutionPoint>* observed, i
   sum.result = solver->solve();
   collect_statistics(solver->statistics(), comm, sum);
   if (error) measure_final_error(*solver, s, error, comm, sum);
+  if (s.options.error_estimate_order() > 0) find_largest_estimate(*solver, grid, comm, sum);
   if (observed && layout.records) gather_solution(*observed, comm, width, s.nt, sum);
   return sum;
 }

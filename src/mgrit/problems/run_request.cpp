@@ -96,7 +96,7 @@ Options options_of(const RunRequest& r) {
   o.storage(r.storage).abs_tol(r.tol).rel_tol(r.rtol).temporal_norm(r.tnorm);
   o.max_iterations(r.max_iter).compute_residual(r.residual);
   o.direction(r.reverse ? Direction::Reverse : Direction::Forward);
-  o.richardson(r.richardson).periodic(r.periodic);
+  o.richardson(r.richardson).error_estimates(r.error_estimates).periodic(r.periodic);
   return o;
 }
 
@@ -271,6 +271,19 @@ RunRequest parse_run(const RunText& text) {
       refuse("needs " + spell("convention") + " xbraid (Richardson follows XBraid's relaxation)");
     if (std::any_of(r.cwt.begin(), r.cwt.end(), [](double w) { return w != 1.0; }))
       refuse("needs " + spell("cwt") + " 1 (a weighted C-relaxation cannot be extrapolated)");
+    if (text.gradient) refuse("not with " + spell("gradient"));
+  }
+
+  if (text.error_estimates) {
+    auto refuse = [&](const std::string& why) {
+      throw InvalidOption("run", "error_estimates", why);
+    };
+    r.error_estimates = r.instance->local_order();
+    if (r.error_estimates == 0)
+      refuse("not available for " + spell("problem") + " " + r.problem +
+             ": its integrator declares no local order; accepted: " + spell("problem") +
+             " linear or dahlquist");
+    if (text.reverse) refuse("not with " + spell("reverse") + " (forward solves only)");
     if (text.gradient) refuse("not with " + spell("gradient"));
   }
 

@@ -100,6 +100,9 @@ struct RunSummary {
   /// solve's last time point (t1; t0 in reverse solves), the discretization error of the result.
   std::optional<double> final_error;
   double final_time = 0;
+  /// With Options::error_estimates: the largest fine-point estimate after the solve, and where.
+  std::optional<double> largest_estimate;
+  double largest_estimate_time = 0;
   /// With record_solution: every fine point by index (rank 0), `width` values each.
   std::map<index_t, SolutionPoint> solution;
   int width = 0;

@@ -41,6 +41,8 @@ struct RunText {
   bool richardson = false;
   /// A time-periodic problem: u(t0) = u(t1) instead of an initial value.
   bool periodic = false;
+  /// Richardson-based error estimates with the problem's own local order.
+  bool error_estimates = false;
   /// Explicit coarse levels (fine indices per coarse level, checked by the front end that read
   /// them); they fix the number of levels.
   std::vector<std::vector<index_t>> points;
@@ -72,7 +74,8 @@ struct RunRequest {
   std::string init;  ///< the guess as given ("zero", "value:X", "random:SEED", "sequential")
   Storage storage = Storage::All;
   Convention convention = Convention::PyMGRIT;
-  int richardson = 0;  ///< the local order Richardson uses; 0: off
+  int richardson = 0;       ///< the local order Richardson uses; 0: off
+  int error_estimates = 0;  ///< the local order of the error estimates; 0: off
   bool periodic = false;
   bool reverse = false;
 };
