@@ -264,6 +264,13 @@ TEST(XBraidReference, Ex06PeriodicSdirk2) {
                         "1.785854e-07", "3.462581e-09", "6.713575e-11", "1.301760e-12"});
 }
 
+// -nt 100 -cf 4: the coarsest level's 25 points need not divide by the coarsening factor.
+TEST(XBraidReference, Ex06PeriodicCoarsestNotDivisible) {
+  expect_ex06_periodic(problems::LinearOde::Method::BackwardEuler, 100, 4, 1,
+                       {"6.977750e-01", "3.078733e-02", "1.536021e-04", "2.245023e-05",
+                        "3.956717e-07", "1.505664e-08", "5.449292e-10", "6.676340e-12"});
+}
+
 TEST(XBraidReference, Ex06PeriodicTwoLevelsCf4) {
   expect_ex06_periodic(problems::LinearOde::Method::BackwardEuler, 96, 4, 2,
                        {"6.400121e-01", "4.166187e-03", "8.052669e-05", "1.371619e-06",
