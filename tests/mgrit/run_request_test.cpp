@@ -267,6 +267,16 @@ TEST(RunRequest, PeriodicRefusesWhatItCannotDo) {
             "periodic | not with reverse (forward solves only)");
   EXPECT_EQ(refusal({{"problem", "linear"}, {"levels", "1"}}),
             "periodic | needs levels >= 2 (the coarsest level is relaxed)");
+  RunText listed = given({{"problem", "linear"}, {"nt", "8"}, {"points", "levels.json"}});
+  listed.points = {{0, 4, 8}};
+  listed.periodic = true;
+  try {
+    parse_run(listed);
+    ADD_FAILURE() << "explicit levels accepted";
+  } catch (const InvalidOption& e) {
+    EXPECT_EQ(e.option() + " | " + e.detail(),
+              "periodic | not with points (uniform coarsening only)");
+  }
 }
 
 // --richardson takes the local order from the problem's fine integrator; the combinations it
