@@ -91,6 +91,11 @@ TEST(Problems, LinearBeAndSdirk2Converge) {
   }
 }
 
+// XBraid's examples/ex-06.c: u' = -4u - t + 1 on [0, 0.5], guess 0.456, its hierarchy options.
+const std::string kEx06 =
+    "--problem linear --a -4 --b -1 --c 1 --t1 0.5 --init value:0.456 --convention xbraid "
+    "--min-coarse 8 --skip 0 ";
+
 // XBraid's ex-06 with -periodic (docs/mgrit.md §3; reference_test has every residual at 1-4
 // ranks): the command line reproduces it, reports the run as periodic and measures the error
 // against the periodic solution.
@@ -98,9 +103,9 @@ TEST(Problems, LinearPeriodicIsXBraidsEx06Periodic) {
   const fs::path dir = work_dir();
   for (int np : {1, 3}) {
     const json j = mgrit_json(np,
-                              "--problem linear --a -4 --b -1 --c 1 --t1 0.5 --nt 256 --init "
-                              "value:0.456 --convention xbraid --levels 100 --min-coarse 8 --cf 2 "
-                              "--skip 0 --tol 2.2583179581272428e-11 --periodic",
+                              kEx06 +
+                                  "--nt 256 --levels 100 --cf 2 --tol 2.2583179581272428e-11 "
+                                  "--periodic",
                               dir, "ex06_periodic_np" + std::to_string(np));
     expect_converged(j, 2.2583179581272428e-11, "ex-06 periodic");
     EXPECT_EQ(j["options"]["periodic"], true);
@@ -118,11 +123,9 @@ TEST(Problems, LinearPeriodicIsXBraidsEx06Periodic) {
 TEST(Problems, LinearErrorEstimatesAreReported) {
   const fs::path dir = work_dir();
   for (int np : {1, 2}) {
-    const json j = mgrit_json(np,
-                              "--problem linear --a -4 --b -1 --c 1 --t1 0.5 --nt 32 --init "
-                              "value:0.456 --convention xbraid --levels 2 --min-coarse 8 --cf 4 "
-                              "--skip 0 --max-iter 3 --error-estimates",
-                              dir, "estimates_np" + std::to_string(np));
+    const json j =
+        mgrit_json(np, kEx06 + "--nt 32 --levels 2 --cf 4 --max-iter 3 --error-estimates", dir,
+                   "estimates_np" + std::to_string(np));
     EXPECT_EQ(j["options"]["error_estimates"], 2);
     EXPECT_NEAR(j["largest_estimate"].get<double>(), 3.51428582831466e-03, 1e-12);
     EXPECT_DOUBLE_EQ(j["largest_estimate_time"].get<double>(), 0.5 / 32);

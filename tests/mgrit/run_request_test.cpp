@@ -125,24 +125,31 @@ TEST(RunRequest, ExplicitCoarseLevelsAreCheckedAgainstTheGrid) {
   EXPECT_NE(error_of(t).find("it gives 3 levels, levels is 2"), std::string::npos);
 }
 
+// XBraid's examples/ex-06.c as a run request (the values below), with `changes` on top.
+RunText ex06(const std::map<std::string, std::string>& changes = {}) {
+  std::map<std::string, std::string> values = {{"problem", "linear"},
+                                               {"a", "-4"},
+                                               {"b", "-1"},
+                                               {"c", "1"},
+                                               {"t1", "0.5"},
+                                               {"nt", "256"},
+                                               {"init", "value:0.456"},
+                                               {"convention", "xbraid"},
+                                               {"levels", "100"},
+                                               {"min_coarse", "8"},
+                                               {"cf", "2"},
+                                               {"skip", "0"},
+                                               {"tol", "2.2583179581272428e-11"}};
+  for (const auto& [name, value] : changes) values[name] = value;
+  return given(values);
+}
+
 // XBraid's examples/ex-06.c without -richardson: u' = -4u - t + 1, u(0) = 1 on [0, 0.5], 256
 // backward Euler steps, guess 0.456, cf 2 down to 8 points, FCF, absolute tolerance
 // 1e-12 / sqrt(0.5 / 255) (ex-06 divides by its default dt). Its final discretization error is
 // 7.260e-04 (the figure issue 29 quotes); a problem without a closed form records none.
 TEST(RunRequest, TheFinalErrorIsTheDiscretizationErrorOfXBraidsEx06) {
-  const RunRequest r = parse_run(given({{"problem", "linear"},
-                                        {"a", "-4"},
-                                        {"b", "-1"},
-                                        {"c", "1"},
-                                        {"t1", "0.5"},
-                                        {"nt", "256"},
-                                        {"init", "value:0.456"},
-                                        {"convention", "xbraid"},
-                                        {"levels", "100"},
-                                        {"min_coarse", "8"},
-                                        {"cf", "2"},
-                                        {"skip", "0"},
-                                        {"tol", "2.2583179581272428e-11"}}));
+  const RunRequest r = parse_run(ex06());
   const RunSummary sum = r.instance->run(r.settings, MPI_COMM_WORLD);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -166,19 +173,7 @@ TEST(RunRequest, TheFinalErrorIsTheDiscretizationErrorOfXBraidsEx06) {
 // ex-06 with -periodic through the front ends' path: XBraid's history (reference_test has it in
 // full), and the final error against the periodic solution of the ODE, at t1 (point 0's image).
 TEST(RunRequest, PeriodicRunsEx06AndMeasuresAgainstThePeriodicSolution) {
-  RunText t = given({{"problem", "linear"},
-                     {"a", "-4"},
-                     {"b", "-1"},
-                     {"c", "1"},
-                     {"t1", "0.5"},
-                     {"nt", "256"},
-                     {"init", "value:0.456"},
-                     {"convention", "xbraid"},
-                     {"levels", "100"},
-                     {"min_coarse", "8"},
-                     {"cf", "2"},
-                     {"skip", "0"},
-                     {"tol", "2.2583179581272428e-11"}});
+  RunText t = ex06();
   t.periodic = true;
   const RunRequest r = parse_run(t);
   EXPECT_TRUE(r.settings.options.periodic());
@@ -203,19 +198,7 @@ TEST(RunRequest, PeriodicRunsEx06AndMeasuresAgainstThePeriodicSolution) {
 // --error-estimates takes the fine integrator's local order; the run reports the largest
 // estimate and where (XBraid's figures for these estimates are in reference_test).
 TEST(RunRequest, ErrorEstimatesTakeTheIntegratorsOrderAndReportTheLargest) {
-  RunText t = given({{"problem", "linear"},
-                     {"a", "-4"},
-                     {"b", "-1"},
-                     {"c", "1"},
-                     {"t1", "0.5"},
-                     {"nt", "32"},
-                     {"init", "value:0.456"},
-                     {"convention", "xbraid"},
-                     {"levels", "2"},
-                     {"min_coarse", "8"},
-                     {"cf", "4"},
-                     {"skip", "0"},
-                     {"max_iter", "3"}});
+  RunText t = ex06({{"nt", "32"}, {"levels", "2"}, {"cf", "4"}, {"max_iter", "3"}});
   t.error_estimates = true;
   const RunRequest r = parse_run(t);
   EXPECT_EQ(r.settings.options.error_estimate_order(), 2);
