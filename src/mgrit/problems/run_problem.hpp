@@ -5,9 +5,12 @@
 // run_gradient adds the adjoint solve. Both fill a RunSummary on rank 0.
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -169,21 +172,25 @@ void measure_final_error(const Solver& solver, const RunSettings& s,
   if (value >= 0 || std::isnan(value)) sum.final_error = value;
 }
 
-/// RunSummary::largest_estimate on rank 0: the largest error estimate over all fine points.
+/// RunSummary::largest_estimate on rank 0: the largest error estimate over all fine points,
+/// at its first point (index_t throughout: grids may exceed 2^31 points).
 template <class Solver>
 void find_largest_estimate(const Solver& solver, const TimeGrid& grid, MPI_Comm comm,
                            RunSummary& sum) {
-  struct {
-    double value;
-    int index;
-  } local{-1.0, 0}, global{-1.0, 0};
+  double local = -1, largest = -1;
   for (index_t i = solver.local_begin(); i < solver.local_end(); ++i)
-    if (const auto e = solver.error_estimate(i); e && *e > local.value)
-      local = {*e, static_cast<int>(i)};
-  MPI_Allreduce(&local, &global, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm);
-  if (global.value < 0) return;  // one level: no estimates
-  sum.largest_estimate = global.value;
-  sum.largest_estimate_time = grid.times()[static_cast<size_t>(global.index)];
+    if (const auto e = solver.error_estimate(i)) local = std::max(local, *e);
+  MPI_Allreduce(&local, &largest, 1, MPI_DOUBLE, MPI_MAX, comm);
+  if (largest < 0) return;  // one level: no estimates
+  std::int64_t first = std::numeric_limits<std::int64_t>::max(), where = first;
+  for (index_t i = solver.local_begin(); i < solver.local_end(); ++i)
+    if (const auto e = solver.error_estimate(i); e && *e == largest) {
+      first = i;
+      break;
+    }
+  MPI_Allreduce(&first, &where, 1, MPI_INT64_T, MPI_MIN, comm);
+  sum.largest_estimate = largest;
+  sum.largest_estimate_time = grid.times()[static_cast<size_t>(where)];
 }
 
 template <class App>
