@@ -22,8 +22,9 @@ namespace pr = mgrit::problems;
 
 // Whether library name `option` is one a flag sets (a problem's parameter, a shared setting).
 bool has_flag(const std::string& option) {
-  for (const char* special : {"guess", "problem", "points", "gradient", "reverse",
-                              "record_solution", "richardson", "periodic", "error_estimates"})
+  for (const char* special :
+       {"guess", "problem", "points", "gradient", "reverse", "record_solution", "richardson",
+        "periodic", "error_estimates", "refine"})
     if (option == special) return true;
   for (const auto& [name, fallback] : pr::run_setting_defaults())
     if (option == name) return true;

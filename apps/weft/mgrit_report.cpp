@@ -31,12 +31,15 @@ void print_header(const MgritSettings& s, const Summary& sum) {
   line(fmt::format("  time grid    [{}, {}], {} intervals, {}", number(s.run.settings.t0),
                    number(s.run.settings.t1), s.run.settings.nt,
                    s.run.reverse ? "reverse (t1 -> t0)" : "forward (t0 -> t1)"));
-  line(fmt::format("  convention   {}, cycle {}, initial phase {}, initial guess {}{}{}",
-                   mgrit::to_string(o.convention()), mgrit::to_string(o.cycle()),
-                   mgrit::to_string(o.effective_initial_phase()), s.run.init,
-                   s.run.periodic ? ", periodic" : "",
-                   s.run.richardson ? fmt::format(", Richardson (local order {})", s.run.richardson)
-                                    : std::string()));
+  line(fmt::format(
+      "  convention   {}, cycle {}, initial phase {}, initial guess {}{}{}{}",
+      mgrit::to_string(o.convention()), mgrit::to_string(o.cycle()),
+      mgrit::to_string(o.effective_initial_phase()), s.run.init, s.run.periodic ? ", periodic" : "",
+      s.run.richardson ? fmt::format(", Richardson (local order {})", s.run.richardson)
+                       : std::string(),
+      s.run.refine
+          ? fmt::format(", refinement where estimate > {} x largest", number(s.run.refine_fraction))
+          : std::string()));
   line(fmt::format("  stopping     tol {}, rtol {}, tnorm {}, max-iter {}, residual {}",
                    number(s.run.tol), number(s.run.rtol), mgrit::to_string(s.run.tnorm),
                    s.run.max_iter, s.run.residual ? "on" : "off"));
@@ -75,12 +78,42 @@ void print_report(const Summary& sum) {
   auto line = [&](const std::string& text) { out += text + "\n"; };
   line("  iter  residual          factor");
   const auto& r = sum.result;
+  auto factor_text = [](const std::optional<double>& f) {
+    return f ? fmt::format("{:.3e}", *f) : std::string("-");
+  };
+  std::size_t next_refinement = 0;
   for (std::size_t k = 0; k < r.residuals.size(); ++k) {
+    // A refined cycle first (its grid's residual), then the iteration again on the new grid.
+    for (; next_refinement < r.refinements.size() &&
+           r.refinements[next_refinement].iteration == static_cast<int>(k);
+         ++next_refinement) {
+      const mgrit::Refinement& f = r.refinements[next_refinement];
+      const std::optional<double> before = k > 0 ? r.residuals[k - 1] : std::nullopt;
+      const std::optional<double> factor = f.residual && before && *before != 0
+                                               ? std::optional<double>(*f.residual / *before)
+                                               : std::nullopt;
+      line(fmt::format("  {:>4}  {:<16}  {:<9}  refined: {} -> {} intervals", k,
+                       residual_text(f.residual), factor_text(factor), f.intervals_before,
+                       f.intervals_after));
+    }
     const auto& f = k < r.factors.size() ? r.factors[k] : std::nullopt;
-    line(fmt::format("  {:>4}  {:<16}  {}", k, residual_text(r.residuals[k]),
-                     f ? fmt::format("{:.3e}", *f) : std::string("-")));
+    std::string row =
+        fmt::format("  {:>4}  {:<16}  {:<9}", k, residual_text(r.residuals[k]), factor_text(f));
+    if (r.refinement_stopped && *r.refinement_stopped == static_cast<int>(k))
+      row += "  refinement stopped: limit reached";
+    row.erase(row.find_last_not_of(' ') + 1);
+    line(row);
   }
   line(fmt::format("  iterations   {}", r.iterations));
+  if (sum.options.refinement()) {
+    std::string levels;
+    const auto& final_levels = sum.final_intervals.empty() ? sum.intervals : sum.final_intervals;
+    for (std::size_t l = 0; l < final_levels.size(); ++l)
+      levels += fmt::format("{}{}", l ? ", " : "", final_levels[l]);
+    line(fmt::format("  refinement   {} refinement{}, final grid {} intervals, {} levels ({})",
+                     r.refinements.size(), r.refinements.size() == 1 ? "" : "s", r.intervals,
+                     final_levels.size(), levels));
+  }
   line(fmt::format("  converged    {}", r.converged ? "yes" : "no"));
   if (sum.final_error)
     line(fmt::format("  error        {:.3e} at t = {} (norm of u - {}exact solution)",

@@ -110,6 +110,16 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
       {"--convention", "NAME",
        fmt::format("residual convention and default initial phase: xbraid, pymgrit (default {})",
                    fallback("convention"))},
+      {"--refine-fraction", "X",
+       fmt::format("with --refine: split the steps whose error estimate exceeds this fraction "
+                   "of the largest (default {})",
+                   fallback("refine_fraction"))},
+      {"--max-refinements", "INT",
+       fmt::format("with --refine: stop refining after this many refinements (default {})",
+                   fallback("max_refinements"))},
+      {"--max-intervals", "INT",
+       "with --refine: stop refining once the grid has this many intervals (checked before "
+       "refining; default: no limit)"},
       {"--points", "FILE", "explicit coarse levels: JSON {\"levels\": [[0, ...], ...]}"},
       {"--json", "PATH", "write a JSON summary of the run"},
       {"--output", "PATH", "write the final fine-grid solution as CSV"},
@@ -135,6 +145,9 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
                "Richardson-based local error estimates at the fine points with the integrator's "
                "local order (linear, dahlquist): the largest and its time are reported (and in "
                "--json)");
+  cmd.add_flag("--refine", args.refine,
+               "temporal refinement (XBraid's -refinet; linear): from iteration 2 on, steps whose "
+               "Richardson error estimate is large are split in two and the hierarchy rebuilt");
   cmd.add_flag("--periodic", args.periodic,
                "time-periodic: u(t0) = u(t1) instead of an initial value (XBraid's periodic "
                "mode; --nt divisible by the coarsening factors, point 0 a C-point on every level)");
@@ -246,6 +259,7 @@ MgritSettings resolve(const MgritArgs& a, MPI_Comm comm) {
   text.richardson = a.richardson;
   text.periodic = a.periodic;
   text.error_estimates = a.error_estimates;
+  text.refine = a.refine;
   text.spell = flag_of_parameter;
   if (a.given("--output")) text.values["record_solution"] = "1";
   if (a.given("--points")) {

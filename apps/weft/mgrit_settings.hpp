@@ -33,6 +33,7 @@ struct MgritArgs {
   bool richardson = false;
   bool periodic = false;
   bool error_estimates = false;
+  bool refine = false;
   bool gradient = false;
 
   bool given(const std::string& flag) const;

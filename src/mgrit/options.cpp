@@ -144,6 +144,18 @@ void Options::validate() const {
     require(direction_ == Direction::Forward, "option periodic: forward solves only");
     require(richardson_order_ == 0, "option periodic: not with richardson");
   }
+  if (refinement_) {
+    require(max_refinements_ >= 0, "option max_refinements: " + std::to_string(max_refinements_) +
+                                       " is invalid; accepted: an integer >= 0");
+    require(refinement_cutoff_ >= 1,
+            "option refinement_cutoff: " + std::to_string(refinement_cutoff_) +
+                " is invalid; accepted: an integer >= 1");
+    require(direction_ == Direction::Forward, "option refinement: forward solves only");
+    require(!periodic_, "option refinement: not with periodic");
+    require(rank_blocks_.empty(),
+            "option refinement: not with rank_blocks (a refined grid is redistributed in "
+            "blocks)");
+  }
 }
 
 }  // namespace weft::mgrit

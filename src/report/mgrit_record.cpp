@@ -59,6 +59,10 @@ json options_json(const pr::RunRequest& run, const mgrit::Options& o, int built_
   j["richardson"] = run.richardson;
   j["periodic"] = run.periodic;
   j["error_estimates"] = run.error_estimates;
+  j["refine"] = run.refine;
+  j["refine_fraction"] = run.refine ? json(run.refine_fraction) : json(nullptr);
+  j["max_refinements"] = run.refine ? json(run.max_refinements) : json(nullptr);
+  j["max_intervals"] = run.max_intervals ? json(*run.max_intervals) : json(nullptr);
   return j;
 }
 
@@ -82,6 +86,16 @@ std::string mgrit_run_record(const pr::RunRequest& run, const pr::RunSummary& su
   j["largest_estimate"] = optional_json(sum.largest_estimate);
   j["largest_estimate_time"] =
       sum.largest_estimate ? json(sum.largest_estimate_time) : json(nullptr);
+  json refinements = json::array();
+  for (const mgrit::Refinement& f : sum.result.refinements)
+    refinements.push_back({{"iteration", f.iteration},
+                           {"intervals_before", f.intervals_before},
+                           {"intervals_after", f.intervals_after},
+                           {"residual", optional_json(f.residual)}});
+  j["refinements"] = refinements;
+  j["refinement_stopped"] =
+      sum.result.refinement_stopped ? json(*sum.result.refinement_stopped) : json(nullptr);
+  j["final_levels"] = sum.final_intervals.empty() ? json(sum.intervals) : json(sum.final_intervals);
   j["converged"] = sum.result.converged;
   j["timings"] = {{"setup_seconds", sum.setup},
                   {"solve_seconds", sum.solve},

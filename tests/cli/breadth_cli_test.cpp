@@ -132,6 +132,39 @@ TEST(Problems, LinearErrorEstimatesAreReported) {
   }
 }
 
+// XBraid's ex-06 -refinet (refinement_reference_test has every cycle at 1-4 ranks): the table
+// shows each refined cycle, the JSON the refinements and the final grid, the same at 1 and 3
+// ranks.
+TEST(Problems, LinearRefineIsXBraidsEx06Refinet) {
+  const fs::path dir = work_dir();
+  for (int np : {1, 3}) {
+    const std::string name = "ex06_refine_np" + std::to_string(np);
+    const Outcome out = weft(np,
+                             "mgrit " + kEx06 +
+                                 "--nt 19 --levels 100 --cf 2 --tol 2.2583179581272428e-11 "
+                                 "--max-iter 9 --refine --max-intervals 400 --json " +
+                                 (dir / (name + ".json")).string(),
+                             dir);
+    ASSERT_EQ(out.code, 0) << out.err;
+    EXPECT_NE(out.out.find("     2  3.876263745e-05   1.393e-02  refined: 19 -> 38 intervals"),
+              std::string::npos)
+        << out.out;
+    EXPECT_NE(out.out.find("     6  6.333324848e-05   3.589e-01  refinement stopped"),
+              std::string::npos)
+        << out.out;
+    EXPECT_NE(out.out.find("refinement   5 refinements, final grid 608 intervals, 7 levels"),
+              std::string::npos)
+        << out.out;
+    const json j = json::parse(std::ifstream(dir / (name + ".json")));
+    EXPECT_EQ(j["refinements"].size(), 5u);
+    EXPECT_EQ(j["final_levels"], json({608, 304, 152, 76, 38, 19, 9}));
+    const std::vector<double> r = residuals(j);
+    ASSERT_EQ(r.size(), 9u);
+    EXPECT_NEAR(r[8], 1.762635578996885e-07, 1e-15);
+    EXPECT_NEAR(j["final_error"].get<double>(), 3.0588851761120806e-04, 1e-12);
+  }
+}
+
 TEST(Problems, Heat1DPeriodicConverges) {
   const fs::path dir = work_dir();
   for (const std::string integrator : {"be", "cn,be"}) {
@@ -389,7 +422,12 @@ INSTANTIATE_TEST_SUITE_P(
                  "option --periodic: needs each level's intervals divisible"},
         BadInput{2, "--problem linear --periodic --nt 8 --min-coarse 8",
                  "option --periodic: needs two or more levels"},
-        BadInput{0, "--problem heat1d --error-estimates", "option --error-estimates"}),
+        BadInput{0, "--problem heat1d --error-estimates", "option --error-estimates"},
+        BadInput{0, "--problem heat1d --refine", "option --refine: not available"},
+        BadInput{0, "--problem linear --refine --periodic", "option --refine: not with"},
+        BadInput{0, "--problem linear --max-intervals 100", "option --max-intervals: needs"},
+        BadInput{0, "--problem linear --refine --refine-fraction 2",
+                 "option --refine-fraction: '2' is invalid"}),
     bad_name);
 
 TEST(Help, ListsTheNewFlags) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "solver_points.hpp"
 #include "weft/mgrit/solver.hpp"
 
 namespace weft::mgrit {
@@ -55,15 +56,9 @@ int world_ranks() {
   return ranks;
 }
 
-// Every stored point of this rank against the sequential periodic solution; the largest error
-// over all ranks.
+// Every stored point against the sequential periodic solution; the largest error over all ranks.
 double max_error(Solver<Forced>& solver, const std::vector<double>& exact) {
-  double worst = 0;
-  for (index_t i = solver.local_begin(); i < solver.local_end(); ++i)
-    if (const double* u = solver.state(i))
-      worst = std::max(worst, std::abs(*u - exact[static_cast<size_t>(i)]));
-  MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
+  return test::max_stored_error(solver, exact);
 }
 
 TEST(SolverPeriodic, ConvergesToTheDiscretePeriodicSolutionInEveryConfiguration) {

@@ -224,6 +224,66 @@ TEST(RunRequest, ErrorEstimatesTakeTheIntegratorsOrderAndReportTheLargest) {
   }
 }
 
+// ex-06 -refinet through the front ends' path (refinement_reference_test has XBraid's every
+// cycle): refine turns the error estimates on, the run records each refinement, where it
+// stopped, the final grid's levels, and measures the error at the last point of the final grid.
+TEST(RunRequest, RefineRunsEx06RefinetAndReportsTheFinalGrid) {
+  RunText t = ex06({{"nt", "19"}, {"max_iter", "9"}, {"max_intervals", "400"}});
+  t.refine = true;
+  const RunRequest r = parse_run(t);
+  EXPECT_TRUE(r.settings.options.refinement());
+  EXPECT_EQ(r.settings.options.error_estimate_order(), 2);
+  EXPECT_EQ(r.settings.options.refinement_cutoff(), 400);
+  EXPECT_EQ(r.settings.options.max_refinements(), 200);
+  const RunSummary sum = r.instance->run(r.settings, MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    ASSERT_EQ(sum.result.refinements.size(), 5u);
+    EXPECT_NEAR(*sum.result.refinements[0].residual, 3.876263745323712e-05, 1e-14);
+    EXPECT_EQ(sum.result.refinements.back().intervals_after, 608);
+    EXPECT_EQ(sum.result.refinement_stopped, std::optional<int>(6));
+    EXPECT_EQ(sum.final_intervals, std::vector<index_t>({608, 304, 152, 76, 38, 19, 9}));
+    EXPECT_EQ(sum.intervals, std::vector<index_t>({19, 9}));  // the hierarchy it started with
+    ASSERT_TRUE(sum.final_error);
+    EXPECT_NEAR(*sum.final_error, 3.0588851761120806e-04, 1e-12);
+    const nlohmann::json j = nlohmann::json::parse(report::mgrit_run_record(r, sum, "", 1));
+    EXPECT_TRUE(j["options"]["refine"].get<bool>());
+    EXPECT_EQ(j["options"]["max_intervals"].get<index_t>(), 400);
+    ASSERT_EQ(j["refinements"].size(), 5u);
+    EXPECT_EQ(j["refinements"][4]["iteration"].get<int>(), 6);
+    EXPECT_EQ(j["refinements"][4]["intervals_before"].get<index_t>(), 304);
+    EXPECT_EQ(j["refinement_stopped"].get<int>(), 6);
+    EXPECT_EQ(j["final_levels"][0].get<index_t>(), 608);
+  }
+}
+
+TEST(RunRequest, RefineRefusesWhatItCannotDo) {
+  auto refusal = [](std::map<std::string, std::string> values, bool refine = true,
+                    bool periodic = false, bool reverse = false) {
+    RunText t = given(std::move(values));
+    t.refine = refine;
+    t.periodic = periodic;
+    t.reverse = reverse;
+    return error_of(t);
+  };
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"refine_fraction", "0.5"}}), "no error");
+  EXPECT_EQ(refusal({{"problem", "dahlquist"}}),
+            "refine | not available for problem dahlquist; accepted: problem linear (its App "
+            "asks for the refinement, as XBraid's ex-06)");
+  EXPECT_EQ(refusal({{"problem", "linear"}}, true, true), "refine | not with periodic");
+  EXPECT_EQ(refusal({{"problem", "linear"}}, true, false, true),
+            "refine | not with reverse (forward solves only)");
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"levels", "1"}}),
+            "refine | needs levels >= 2 (refinement follows the cycles)");
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"max_intervals", "100"}}, false),
+            "max_intervals | needs refine");
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"refine_fraction", "0"}}),
+            "refine_fraction | '0' is invalid; accepted: a number in (0, 1]");
+  EXPECT_EQ(refusal({{"problem", "linear"}, {"max_refinements", "-1"}}).substr(0, 21),
+            "max_refinements | '-1");
+}
+
 TEST(RunRequest, PeriodicRefusesWhatItCannotDo) {
   auto refusal = [](std::map<std::string, std::string> values, bool richardson = false,
                     bool gradient = false, bool reverse = false) {
@@ -232,12 +292,7 @@ TEST(RunRequest, PeriodicRefusesWhatItCannotDo) {
     t.richardson = richardson;
     t.gradient = gradient;
     t.reverse = reverse;
-    try {
-      parse_run(t);
-    } catch (const InvalidOption& e) {
-      return e.option() + " | " + e.detail();
-    }
-    return std::string("no error");
+    return error_of(t);
   };
   EXPECT_EQ(refusal({{"problem", "linear"}, {"convention", "xbraid"}}), "no error");
   EXPECT_EQ(refusal({{"problem", "linear"}, {"init", "sequential"}}),

@@ -21,6 +21,9 @@
 //   void refine(const State& coarse, State& fine, int coarse_level);  spatial interpolation
 //       (without them every level uses the same spatial grid: plain copies)
 //   void observe(const State& u, double t, index_t index);    final fine-grid values
+//   int refine_factor(const State& u, double t0, double t1, const StepInfo& info);
+//       with Options::refinement: after each fine-grid step of an iteration's cycle, the factor
+//       (>= 1) by which to split the step's interval [t0, t1]; u is the step's value
 //   State init(double t, int level);
 //       u(t_0) on `level`'s own spatial grid: in the PyMGRIT convention the nested phase starts
 //       each coarse level from it (without it, from the restricted fine value)
@@ -85,6 +88,14 @@ struct has_level_init : std::false_type {};
 template <class A>
 struct has_level_init<A, std::void_t<decltype(std::declval<A&>().init(0.0, 0))>> : std::true_type {
 };
+
+template <class A, class = void>
+struct has_refine_factor : std::false_type {};
+template <class A>
+struct has_refine_factor<
+    A, std::void_t<decltype(std::declval<A&>().refine_factor(
+           std::declval<const typename A::State&>(), 0.0, 0.0, std::declval<const StepInfo&>()))>>
+    : std::true_type {};
 
 template <class A, class = void>
 struct has_observe : std::false_type {};

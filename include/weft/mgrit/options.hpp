@@ -2,6 +2,7 @@
 // Solver options as a value type with chained setters:
 //   mgrit::Options().max_levels(3).cfactor(4).nrelax(0, /*level=*/0).abs_tol(1e-9)
 // Per-level options take an optional level; without one they set the default for all levels.
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -199,6 +200,28 @@ class Options {
     return *this;
   }
 
+  /// Temporal refinement (XBraid's braid_SetRefine): after each iteration's cycle, the fine
+  /// intervals whose steps the App asked to split (App::refine_factor) are split uniformly,
+  /// the hierarchy is rebuilt over the new grid and the same iteration runs again (it is
+  /// neither counted nor checked for convergence). Forward, non-periodic solves over the block
+  /// distribution and a uniform hierarchy.
+  Options& refinement(bool on) {
+    refinement_ = on;
+    return *this;
+  }
+  /// Refinement stops for good once this many refinements happened (XBraid's
+  /// braid_SetMaxRefinements; default 200, as there).
+  Options& max_refinements(int count) {
+    max_refinements_ = count;
+    return *this;
+  }
+  /// Refinement stops for good once the fine grid has at least this many intervals (XBraid's
+  /// braid_SetTPointsCutoff: checked before refining, so the last refinement may pass it).
+  Options& refinement_cutoff(index_t intervals) {
+    refinement_cutoff_ = intervals;
+    return *this;
+  }
+
   // Direction and instrumentation
   Options& direction(Direction d) {
     direction_ = d;
@@ -254,6 +277,9 @@ class Options {
   bool periodic() const { return periodic_; }
   /// The local order for error estimates; 0: off.
   int error_estimate_order() const { return error_estimate_order_; }
+  bool refinement() const { return refinement_; }
+  int max_refinements() const { return max_refinements_; }
+  index_t refinement_cutoff() const { return refinement_cutoff_; }
   Direction direction() const { return direction_; }
   bool collect_timings() const { return collect_timings_; }
   const std::vector<index_t>& rank_blocks() const { return rank_blocks_; }
@@ -290,6 +316,9 @@ class Options {
   int richardson_order_ = 0;
   bool periodic_ = false;
   int error_estimate_order_ = 0;
+  bool refinement_ = false;
+  int max_refinements_ = 200;
+  index_t refinement_cutoff_ = std::numeric_limits<index_t>::max();
   Direction direction_ = Direction::Forward;
   bool collect_timings_ = true;
   std::vector<index_t> rank_blocks_;

@@ -26,6 +26,14 @@ struct Statistics {
   }
 };
 
+/// A temporal refinement at the end of an iteration's cycle (Options::refinement).
+struct Refinement {
+  int iteration = 0;               ///< the iteration whose cycle ran on the old grid
+  index_t intervals_before = 0;    ///< fine intervals of the old grid
+  index_t intervals_after = 0;     ///< and of the new one
+  std::optional<double> residual;  ///< the old grid's residual in that cycle
+};
+
 struct Result {
   int iterations = 0;
   bool converged = false;
@@ -33,6 +41,12 @@ struct Result {
   std::vector<std::optional<double>> residuals;
   /// r_k / r_{k-1} where both exist.
   std::vector<std::optional<double>> factors;
+  /// Temporal refinements in order; each iteration's entry above is its last cycle's.
+  std::vector<Refinement> refinements;
+  /// The iteration at which refinement stopped for good (a limit reached), if it did.
+  std::optional<int> refinement_stopped;
+  /// The fine grid's intervals at the end (differs from the start after refinements).
+  index_t intervals = 0;
   std::optional<double> final_residual() const {
     for (auto it = residuals.rbegin(); it != residuals.rend(); ++it)
       if (*it) return *it;

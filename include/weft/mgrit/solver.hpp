@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -66,6 +68,10 @@ class Solver {
   const Hierarchy& hierarchy() const { return hierarchy_; }
   const Statistics& statistics() const { return stats_; }
   MPI_Comm comm() const { return transport_.comm(); }
+
+  /// The fine grid in the user's order; after temporal refinements (Options::refinement) the
+  /// refined one, whose numbering state() and owner() then use.
+  TimeGrid fine_grid() const { return direction_ == Direction::Forward ? grid_ : grid_.reversed(); }
 
   /// This rank's fine points in the user's numbering: [local_begin(), local_end()).
   index_t local_begin() const {
@@ -159,14 +165,27 @@ class Solver {
     info.to = user_index(L, to);
     info.done = done;
     info.direction = direction_;
-    if (l == 0 && estimating())
+    info.iteration = iteration_;
+    if (l == 0 && estimating()) {
       info.error_estimate = fine_estimates_[static_cast<size_t>(i - L.lo)];
+      info.largest_error_estimate = largest_estimate_;
+    }
     trace::Span span("step", trace_category());
     span.step(l, info.from, info.to, done);
     app_.step(in, out, L.grid->times[static_cast<size_t>(from)],
               L.grid->times[static_cast<size_t>(to)], info);
     if (add_g && L.g_active) Ops::sum(app_, 1.0, L.g[static_cast<size_t>(i - L.lo)], 1.0, out);
     ++L.steps;
+    if constexpr (detail::has_refine_factor<App>::value) {
+      if (l == 0 && collecting_factors_) {
+        // The largest factor asked for; an invalid one sticks, and refine_grid() reports it
+        // on every rank.
+        const int m = app_.refine_factor(out, L.grid->times[static_cast<size_t>(from)],
+                                         L.grid->times[static_cast<size_t>(to)], info);
+        int& f = factors_[static_cast<size_t>(i - L.lo)];
+        if (f >= 1) f = m < 1 ? m : std::max(f, m);
+      }
+    }
     progress(L);
   }
   /// Lets MPI move the level's pending messages. Without a single-copy transport, a large
@@ -242,7 +261,19 @@ class Solver {
   void skip_phase();
   void nested_phase();
   void final_sweep();
+  /// Everything that follows from grid_: hierarchy, distribution, levels and their storage.
+  void build(const std::vector<std::vector<index_t>>* coarse_levels);
+  /// Shapes the states each level receives from its left neighbour (see initialize()).
+  void prepare_receives();
   void initialize();
+  /// Temporal refinement after a cycle: true when the grid was refined (collective).
+  bool refine_grid();
+  /// The F-relaxed value of every local fine point, sent to its new owner on a grid whose
+  /// point image[i] is old point i; returns the values received for the new local block.
+  std::vector<State> redistribute(const std::vector<index_t>& image, const Distribution& next);
+  /// Fills the new fine level from the received old values: each C-point is stepped from the
+  /// nearest old point at or before it (XBraid's FRefine).
+  void fill_refined(const std::vector<index_t>& image, std::vector<State>& received);
   double reduce_residual();
   void accumulate_residual(double norm);
 
@@ -260,11 +291,19 @@ class Solver {
   std::vector<int> owner_by_position_;
   Statistics stats_;
   bool solved_once_ = false;
-  int iteration_ = 0;  ///< the current MGRIT iteration (Richardson skips iteration 0's C-relax)
+  int iteration_ = -1;  ///< the current MGRIT iteration (Richardson skips iteration 0's C-relax)
   double residual_acc_ = 0;
   std::vector<double> fine_estimates_;               ///< per local fine point; -1: none
   std::vector<double> coarse_estimates_;             ///< per level-1 point, all ranks'
   std::vector<int> coarse_counts_, coarse_offsets_;  ///< level-1 points per rank
+  double largest_estimate_ = -1;                     ///< over all fine points; -1: none
+  // Temporal refinement (Options::refinement)
+  std::vector<int> factors_;  ///< per local fine point i: the App's factor for (i-1, i]
+  bool collecting_factors_ = false;
+  int refinements_done_ = 0;
+  bool refinement_stopped_ = false;
+  std::vector<index_t> carried_steps_;   ///< steps per level on grids refined away
+  std::vector<double> carried_seconds_;  ///< and their sweep time
   double comm_time_ = 0;
   double sweep_time_ = 0;
 };
@@ -285,8 +324,24 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
   options_.validate();
   rank_ = transport_.rank();
   ranks_ = transport_.size();
-  last_ = grid_.intervals();
   periodic_ = options_.periodic();
+  if (options_.refinement()) {
+    if (coarse_levels)
+      throw InvalidOption(
+          "option refinement: not with explicit coarse levels (each refined grid gets a "
+          "uniform hierarchy)");
+    if constexpr (!std::is_same_v<Transport, MpiTransport>)
+      throw InvalidOption("option refinement: needs the MPI transport");
+    if constexpr (!detail::has_refine_factor<App>::value)
+      throw InvalidOption("option refinement: the App has no refine_factor(u, t0, t1, info)");
+  }
+  build(coarse_levels);
+  stats_.setup_seconds = now() - t_setup;
+}
+
+template <class App, class Transport>
+void Solver<App, Transport>::build(const std::vector<std::vector<index_t>>* coarse_levels) {
+  last_ = grid_.intervals();
   if (coarse_levels) {
     std::vector<std::vector<index_t>> internal = *coarse_levels;
     if (direction_ == Direction::Reverse)
@@ -305,6 +360,7 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
 
   const Distribution dist = distribution();
   const int position = dist.position_of_rank(rank_);
+  levels_.clear();
   levels_.resize(static_cast<size_t>(hierarchy_.levels()));
   for (int l = 0; l < hierarchy_.levels(); ++l) {
     Level& L = levels_[static_cast<size_t>(l)];
@@ -365,6 +421,8 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
     if constexpr (!std::is_same_v<Transport, MpiTransport>)
       throw InvalidOption("option error_estimates: needs the MPI transport");
     const auto& coarse = hierarchy_.level(1).fine;
+    coarse_offsets_.clear();
+    coarse_counts_.clear();
     for (int q = 0; q < ranks_; ++q) {  // forward: position q is rank q
       const auto lo = std::lower_bound(coarse.begin(), coarse.end(), dist.begin(q));
       const auto hi = std::lower_bound(coarse.begin(), coarse.end(), dist.end(q));
@@ -373,14 +431,15 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
     }
     coarse_estimates_.assign(coarse.size(), -1.0);
     fine_estimates_.assign(static_cast<size_t>(fine().hi - fine().lo), -1.0);
+    largest_estimate_ = -1;
   }
+  if (options_.refinement()) factors_.assign(static_cast<size_t>(fine().hi - fine().lo), 1);
   owner_by_position_.resize(static_cast<size_t>(ranks_));
   for (int q = 0; q < ranks_; ++q)
     owner_by_position_[static_cast<size_t>(q)] = dist.rank_at_position(q);
   stats_.intervals_per_level = hierarchy_.intervals_per_level();
   stats_.steps_per_level.assign(levels_.size(), 0);
   stats_.step_seconds_per_level.assign(levels_.size(), 0.0);
-  stats_.setup_seconds = now() - t_setup;
 }
 
 template <class App, class Transport>
@@ -658,6 +717,8 @@ void Solver<App, Transport>::update_estimates() {
                "MPI_Allgatherv (error estimates)");
     comm_time_ += now() - t;
   }
+  largest_estimate_ = -1;
+  for (double e : coarse_estimates_) largest_estimate_ = std::max(largest_estimate_, e);
   // Fine point i takes the estimate of the first C-point >= i (past the last: the last one's).
   const Level& F = fine();
   const auto& cp = F.grid->cpoints;
@@ -963,6 +1024,219 @@ void Solver<App, Transport>::final_sweep() {
 }
 
 // ------------------------------------------------------------------------------------------
+// Temporal refinement (XBraid's FRefine): the App's factors split the fine intervals uniformly;
+// the F-relaxed fine values move to their new owners (block distribution of the new grid), a
+// uniform hierarchy is built over the new grid, and every new C-point is stepped from the
+// nearest old point at or before it. Estimates start over (-1) on the new grid.
+
+template <class App, class Transport>
+bool Solver<App, Transport>::refine_grid() {
+  if constexpr (!std::is_same_v<Transport, MpiTransport>) {
+    return false;  // refused at construction
+  } else {
+    // Every rank learns every interval's factor: the new grid follows from them alone.
+    std::vector<int> factors(static_cast<size_t>(last_ + 1), 1);
+    {
+      const Distribution dist = distribution();
+      std::vector<int> counts(static_cast<size_t>(ranks_)), offsets(static_cast<size_t>(ranks_));
+      for (int q = 0; q < ranks_; ++q) {
+        counts[static_cast<size_t>(q)] = static_cast<int>(dist.end(q) - dist.begin(q));
+        offsets[static_cast<size_t>(q)] = static_cast<int>(dist.begin(q));
+      }
+      const double t = now();
+      mpi::check(
+          MPI_Allgatherv(factors_.data(), static_cast<int>(factors_.size()), MPI_INT,
+                         factors.data(), counts.data(), offsets.data(), MPI_INT, transport_.comm()),
+          "MPI_Allgatherv (refinement factors)");
+      comm_time_ += now() - t;
+    }
+    for (index_t i = 1; i <= last_; ++i)
+      if (factors[static_cast<size_t>(i)] < 1)
+        throw CollectiveError<InvalidOption>("refinement: the App's refine_factor gave " +
+                                             std::to_string(factors[static_cast<size_t>(i)]) +
+                                             " for the interval (" + std::to_string(i - 1) + ", " +
+                                             std::to_string(i) + "]; accepted: an integer >= 1");
+    const auto& t = grid_.times();
+    std::vector<double> times{t[0]};
+    std::vector<index_t> image(static_cast<size_t>(last_ + 1), 0);
+    for (index_t i = 1; i <= last_; ++i) {
+      const int m = factors[static_cast<size_t>(i)];
+      const double dt = t[static_cast<size_t>(i)] - t[static_cast<size_t>(i - 1)];
+      for (int j = 1; j < m; ++j)
+        times.push_back(t[static_cast<size_t>(i - 1)] + (static_cast<double>(j) / m) * dt);
+      times.push_back(t[static_cast<size_t>(i)]);
+      image[static_cast<size_t>(i)] = static_cast<index_t>(times.size()) - 1;
+    }
+    if (image.back() == last_) return false;
+
+    const Distribution next(static_cast<index_t>(times.size()), ranks_, Direction::Forward);
+    std::vector<State> received = redistribute(image, next);
+
+    for (size_t l = 0; l < levels_.size(); ++l) {
+      if (carried_steps_.size() <= l) {
+        carried_steps_.resize(l + 1, 0);
+        carried_seconds_.resize(l + 1, 0.0);
+      }
+      carried_steps_[l] += levels_[l].steps;
+      carried_seconds_[l] += levels_[l].sweep_seconds;
+    }
+    grid_ = TimeGrid::from_points(std::move(times));
+    build(nullptr);
+    ++refinements_done_;
+    prepare_receives();
+    fill_refined(image, received);
+    return true;
+  }
+}
+
+template <class App, class Transport>
+auto Solver<App, Transport>::redistribute(const std::vector<index_t>& image,
+                                          const Distribution& next) -> std::vector<State> {
+  // The old values as an F-relaxation leaves them (C-point storage keeps F-points only during
+  // a sweep, so they are copied out as it walks).
+  Level& L0 = levels_.front();
+  std::vector<State> old(static_cast<size_t>(L0.hi - L0.lo));
+  sweep(0, Sweep{}, [&](index_t i, const State& u) {
+    Ops::copy(app_, u, old[static_cast<size_t>(i - L0.lo)]);
+  });
+
+  // Each state travels as [its byte count][its packed bytes], grouped by new owner.
+  std::vector<std::vector<char>> outgoing(static_cast<size_t>(ranks_));
+  int owner = 0;  // forward: position q is rank q
+  for (index_t i = L0.lo; i < L0.hi; ++i) {
+    const State& u = old[static_cast<size_t>(i - L0.lo)];
+    const index_t to = image[static_cast<size_t>(i)];
+    while (to >= next.end(owner)) ++owner;
+    auto& out = outgoing[static_cast<size_t>(owner)];
+    const std::uint64_t bytes = Ops::buffer_size(app_, u);
+    const size_t at = out.size();
+    out.resize(at + sizeof bytes + bytes);
+    std::memcpy(out.data() + at, &bytes, sizeof bytes);
+    Ops::pack(app_, u, out.data() + at + sizeof bytes);
+  }
+  std::vector<int> send_counts(static_cast<size_t>(ranks_)), send_offsets(send_counts),
+      recv_counts(send_counts), recv_offsets(send_counts);
+  std::vector<char> send_buf;
+  for (int q = 0; q < ranks_; ++q) {
+    const auto& out = outgoing[static_cast<size_t>(q)];
+    if (send_buf.size() + out.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+      throw MpiError("refinement: more than 2 GiB of states to redistribute from rank " +
+                     std::to_string(rank_));
+    send_offsets[static_cast<size_t>(q)] = static_cast<int>(send_buf.size());
+    send_counts[static_cast<size_t>(q)] = static_cast<int>(out.size());
+    send_buf.insert(send_buf.end(), out.begin(), out.end());
+  }
+  const double t0 = now();
+  mpi::check(MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT,
+                          transport_.comm()),
+             "MPI_Alltoall (refinement sizes)");
+  size_t total = 0;
+  for (int q = 0; q < ranks_; ++q) {
+    recv_offsets[static_cast<size_t>(q)] = static_cast<int>(total);
+    total += static_cast<size_t>(recv_counts[static_cast<size_t>(q)]);
+  }
+  std::vector<char> recv_buf(total);
+  mpi::check(MPI_Alltoallv(send_buf.data(), send_counts.data(), send_offsets.data(), MPI_CHAR,
+                           recv_buf.data(), recv_counts.data(), recv_offsets.data(), MPI_CHAR,
+                           transport_.comm()),
+             "MPI_Alltoallv (refinement states)");
+  comm_time_ += now() - t0;
+
+  // Senders are in rank order, which is the order of the old points, so the states arrive in
+  // the order of their new indices.
+  const int position = next.position_of_rank(rank_);
+  const auto first = std::lower_bound(image.begin(), image.end(), next.begin(position));
+  const auto last = std::lower_bound(image.begin(), image.end(), next.end(position));
+  std::vector<State> received;
+  size_t at = 0;
+  for (auto it = first; it != last; ++it) {
+    std::uint64_t bytes = 0;
+    if (at + sizeof bytes > recv_buf.size())
+      throw MpiError("refinement: rank " + std::to_string(rank_) + " received too few states");
+    std::memcpy(&bytes, recv_buf.data() + at, sizeof bytes);
+    at += sizeof bytes;
+    State u = app_.init(grid_.times()[static_cast<size_t>(it - image.begin())]);
+    Ops::unpack(app_, recv_buf.data() + at, u);
+    at += bytes;
+    received.push_back(std::move(u));
+  }
+  if (at != recv_buf.size())
+    throw MpiError("refinement: rank " + std::to_string(rank_) + " received " +
+                   std::to_string(recv_buf.size()) + " bytes, expected " + std::to_string(at));
+  return received;
+}
+
+template <class App, class Transport>
+void Solver<App, Transport>::fill_refined(const std::vector<index_t>& image,
+                                          std::vector<State>& received) {
+  Level& L = levels_.front();
+  if (L.empty()) return;
+  const auto& cp = L.grid->cpoints;
+  const auto is_image = [&](index_t p) {
+    return std::binary_search(image.begin(), image.end(), p);
+  };
+  // The last C-point before the first old point after p: the chain from the old point at or
+  // before p reaches that far (later F-points wait for the next F-relaxation).
+  const auto reach = [&](index_t p) {
+    const index_t n = *std::upper_bound(image.begin(), image.end(), p);
+    return *(std::upper_bound(cp.begin(), cp.end(), n - 1) - 1);
+  };
+  // A block [b, ...) starting between old points needs its left neighbour's last value when
+  // the chain from the old point before it reaches into the block.
+  const auto needs_left = [&](index_t b) { return b > 0 && !is_image(b) && reach(b - 1) >= b; };
+  const MPI_Comm comm = transport_.comm();
+  const int tag = 400;
+
+  State from_left{};
+  const State* cur = nullptr;
+  if (L.left >= 0 && needs_left(L.lo)) {
+    MPI_Status status;
+    const double t0 = now();
+    mpi::check(MPI_Probe(L.left, tag, comm, &status), "MPI_Probe (refinement)");
+    int bytes = 0;
+    mpi::check(MPI_Get_count(&status, MPI_CHAR, &bytes), "MPI_Get_count (refinement)");
+    std::vector<char> buf(static_cast<size_t>(bytes));
+    mpi::check(MPI_Recv(buf.data(), bytes, MPI_CHAR, L.left, tag, comm, MPI_STATUS_IGNORE),
+               "MPI_Recv (refinement)");
+    comm_time_ += now() - t0;
+    from_left = app_.init(grid_.times()[static_cast<size_t>(L.lo - 1)]);
+    Ops::unpack(app_, buf.data(), from_left);
+    cur = &from_left;
+  }
+  size_t next_received = 0;
+  int ping = 0;
+  // Unstored points (C-point storage) alternate between the two scratch states, so a step's
+  // input (the last value written) and output never alias.
+  auto slot = [&](index_t p) -> State& {
+    return L.store_all || L.grid->is_cpoint(p) ? u_at(L, p) : L.tmp[ping ^= 1];
+  };
+  for (index_t p = L.lo; p < L.hi; ++p) {
+    if (is_image(p)) {
+      State& dst = slot(p);
+      dst = std::move(received[next_received++]);
+      cur = &dst;
+    } else if (cur && p <= reach(p - 1)) {
+      State& dst = slot(p);
+      step(L, 0, *cur, dst, p, false, false);
+      cur = &dst;
+    } else if (L.store_all) {
+      u_at(L, p) = app_.init(grid_.times()[static_cast<size_t>(p)]);  // relaxed first thing
+    }
+  }
+  if (L.right >= 0 && needs_left(L.hi)) {
+    if (!cur)
+      throw MpiError("refinement: rank " + std::to_string(rank_) +
+                     " has no value to send to its right neighbour");
+    std::vector<char> buf(Ops::buffer_size(app_, *cur));
+    Ops::pack(app_, *cur, buf.data());
+    const double t0 = now();
+    mpi::check(MPI_Send(buf.data(), static_cast<int>(buf.size()), MPI_CHAR, L.right, tag, comm),
+               "MPI_Send (refinement)");
+    comm_time_ += now() - t0;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
 // The solve
 
 template <class App, class Transport>
@@ -1000,6 +1274,25 @@ void Solver<App, Transport>::initialize() {
     if (((i == 0 && !periodic_) || !warm) && (L0.store_all || L0.grid->is_cpoint(i)))
       u_at(L0, i) = app_.init(times[static_cast<size_t>(i)]);
   for (int l = 1; l <= coarsest(); ++l) levels_[static_cast<size_t>(l)].g_active = false;
+  prepare_receives();
+  for (Level& L : levels_) {
+    L.steps = 0;
+    L.sweep_seconds = 0;
+  }
+  carried_steps_.clear();
+  carried_seconds_.clear();
+  refinements_done_ = 0;
+  refinement_stopped_ = false;
+  iteration_ = -1;
+  comm_time_ = sweep_time_ = residual_acc_ = 0;
+  std::fill(fine_estimates_.begin(), fine_estimates_.end(), -1.0);
+  largest_estimate_ = -1;
+  stats_.messages_sent = stats_.messages_received = stats_.reductions = 0;
+}
+
+template <class App, class Transport>
+void Solver<App, Transport>::prepare_receives() {
+  const auto& times = levels_.front().grid->times;
   // Received states are unpacked into a state like the one the left neighbour sends (its last
   // point, the predecessor of this rank's first point on the level), so unpack() can take the
   // shape from it: states may differ in shape from point to point (a network's stages). A level
@@ -1018,13 +1311,6 @@ void Solver<App, Transport>::initialize() {
     }
     Ops::copy(app_, like, L.recv_state);
   }
-  for (Level& L : levels_) {
-    L.steps = 0;
-    L.sweep_seconds = 0;
-  }
-  comm_time_ = sweep_time_ = residual_acc_ = 0;
-  std::fill(fine_estimates_.begin(), fine_estimates_.end(), -1.0);
-  stats_.messages_sent = stats_.messages_received = stats_.reductions = 0;
 }
 
 template <class App, class Transport>
@@ -1045,6 +1331,7 @@ Result Solver<App, Transport>::solve() {
     result.residuals.push_back(std::nullopt);
     result.factors.push_back(std::nullopt);
   } else {
+    iteration_ = 0;
     if (options_.initial_guess() == InitialGuess::Sequential) {
       Level& L0 = levels_.front();
       Sweep seq;
@@ -1064,7 +1351,9 @@ Result Solver<App, Transport>::solve() {
       trace::set_iteration(k);
       iteration_ = k;
       bool measured = false;
-      if (k == 0 && phase == InitialPhase::Skip) {
+      collecting_factors_ = options_.refinement() && !refinement_stopped_;
+      if (collecting_factors_) std::fill(factors_.begin(), factors_.end(), 1);
+      if (k == 0 && phase == InitialPhase::Skip && result.refinements.empty()) {
         skip_phase();
       } else if (xbraid()) {
         cycle_xbraid(0, options_.cycle());
@@ -1081,9 +1370,27 @@ Result Solver<App, Transport>::solve() {
           measured = true;
         }
       }
-      result.iterations = k + 1;
       std::optional<double> r;
       if (measured) r = reduce_residual();
+      if (collecting_factors_) {
+        // XBraid's FRefine: before the convergence check; a refined cycle runs again.
+        collecting_factors_ = false;
+        if (r && !std::isfinite(*r))
+          throw Divergence("MGRIT diverged at iteration " + std::to_string(k) + ": residual " +
+                           number_text(*r));
+        const index_t before = last_;
+        if (refinements_done_ >= options_.max_refinements() ||
+            last_ >= options_.refinement_cutoff()) {
+          refinement_stopped_ = true;
+          result.refinement_stopped = k;
+        } else if (refine_grid()) {
+          result.refinements.push_back(Refinement{k, before, last_, r});
+          if (!first) first = r;
+          --k;
+          continue;
+        }
+      }
+      result.iterations = k + 1;
       result.residuals.push_back(r);
       result.factors.push_back(
           r && previous && *previous != 0 ? std::optional<double>(*r / *previous) : std::nullopt);
@@ -1104,9 +1411,16 @@ Result Solver<App, Transport>::solve() {
   }
   trace::set_iteration(-1);
   solved_once_ = true;
-  for (size_t l = 0; l < levels_.size(); ++l) {
-    stats_.steps_per_level[l] = levels_[l].steps;
-    stats_.step_seconds_per_level[l] = levels_[l].sweep_seconds;
+  result.intervals = last_;
+  const size_t counted = std::max(levels_.size(), carried_steps_.size());
+  carried_steps_.resize(counted, 0);
+  carried_seconds_.resize(counted, 0.0);
+  stats_.steps_per_level.assign(counted, 0);
+  stats_.step_seconds_per_level.assign(counted, 0.0);
+  for (size_t l = 0; l < counted; ++l) {
+    stats_.steps_per_level[l] = carried_steps_[l] + (l < levels_.size() ? levels_[l].steps : 0);
+    stats_.step_seconds_per_level[l] =
+        carried_seconds_[l] + (l < levels_.size() ? levels_[l].sweep_seconds : 0.0);
   }
   stats_.solve_seconds = now() - t_solve;
   stats_.comm_seconds = comm_time_;

@@ -20,6 +20,11 @@ struct StepInfo {
   /// On the fine grid with Options::error_estimates: the local error estimate of the point
   /// this step computes (`to`), from the last restriction; -1 when there is none (yet).
   double error_estimate = -1;
+  /// With Options::error_estimates: the largest estimate over all fine points (-1: none yet).
+  double largest_error_estimate = -1;
+  /// The MGRIT iteration the step belongs to (a cycle repeated after a temporal refinement
+  /// keeps its number); -1 outside the iterations (a one-level solve).
+  int iteration = -1;
 };
 
 }  // namespace weft::mgrit

@@ -150,6 +150,7 @@ class Linear final : public Named {
   int local_order() const override { return methods_.at(0) == LinearOde::Method::Sdirk2 ? 3 : 2; }
   RunSummary run(const RunSettings& s, MPI_Comm comm) override {
     LinearOde ode(p_, methods_, s.t_start(), s.guess);
+    ode.refine_fraction(s.refine_fraction);
     return run_problem(ode, 1, s, world_layout(comm));
   }
 

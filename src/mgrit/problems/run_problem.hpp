@@ -91,6 +91,11 @@ class Observed {
     if (auto values = record_values(problem_, u))
       observed_[index] = SolutionPoint{t, std::move(*values)};
   }
+  template <class P = Problem,
+            std::enable_if_t<mgrit::detail::has_refine_factor<P>::value, int> = 0>
+  int refine_factor(const State& u, double t0, double t1, const StepInfo& info) {
+    return problem_.refine_factor(u, t0, t1, info);
+  }
   void check_levels(int levels) const { problem_.check_levels(levels); }
 
   const std::map<index_t, SolutionPoint>& observed() const { return observed_; }
@@ -163,8 +168,8 @@ void measure_final_error(const Solver& solver, const RunSettings& s,
                          const std::function<double(const State&, double)>& error, MPI_Comm comm,
                          RunSummary& sum) {
   const bool reverse = s.options.direction() == Direction::Reverse;
-  // A periodic run's last point t1 is its point 0.
-  const index_t last = reverse || s.options.periodic() ? 0 : s.nt;
+  // A periodic run's last point t1 is its point 0; a refined grid has more points.
+  const index_t last = reverse || s.options.periodic() ? 0 : solver.fine_grid().intervals();
   sum.final_time = reverse ? s.t0 : s.t1;
   double value = -1;  // -1: not measured here
   if (const State* u = solver.state(last)) value = error(*u, sum.final_time);
@@ -210,9 +215,13 @@ RunSummary run_app(App& app, const std::map<index_t, SolutionPoint>* observed, i
 
   sum.result = solver->solve();
   collect_statistics(solver->statistics(), comm, sum);
+  const TimeGrid final_grid = solver->fine_grid();  // refined, with Options::refinement
+  if (!sum.result.refinements.empty())
+    sum.final_intervals = solver->statistics().intervals_per_level;
   if (error) measure_final_error(*solver, s, error, comm, sum);
-  if (s.options.error_estimate_order() > 0) find_largest_estimate(*solver, grid, comm, sum);
-  if (observed && layout.records) gather_solution(*observed, comm, width, s.nt, sum);
+  if (s.options.error_estimate_order() > 0) find_largest_estimate(*solver, final_grid, comm, sum);
+  if (observed && layout.records)
+    gather_solution(*observed, comm, width, final_grid.intervals(), sum);
   return sum;
 }
 

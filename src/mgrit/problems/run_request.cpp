@@ -31,6 +31,9 @@ const std::vector<std::pair<std::string, std::string>>& run_setting_defaults() {
       {"init", "zero"},
       {"storage", "all"},
       {"convention", "pymgrit"},
+      {"refine_fraction", "0.02"},
+      {"max_refinements", "200"},
+      {"max_intervals", ""},
   };
   return defaults;
 }
@@ -97,6 +100,8 @@ Options options_of(const RunRequest& r) {
   o.max_iterations(r.max_iter).compute_residual(r.residual);
   o.direction(r.reverse ? Direction::Reverse : Direction::Forward);
   o.richardson(r.richardson).error_estimates(r.error_estimates).periodic(r.periodic);
+  o.refinement(r.refine).max_refinements(r.max_refinements);
+  if (r.max_intervals) o.refinement_cutoff(*r.max_intervals);
   return o;
 }
 
@@ -285,6 +290,31 @@ RunRequest parse_run(const RunText& text) {
              " linear or dahlquist");
     if (text.reverse) refuse("not with " + spell("reverse") + " (forward solves only)");
     if (text.gradient) refuse("not with " + spell("gradient"));
+  }
+
+  for (const char* limit : {"refine_fraction", "max_refinements", "max_intervals"})
+    if (text.values.count(limit) && !text.refine)
+      throw InvalidOption("run", limit, "needs " + spell("refine"));
+  if (text.refine) {
+    auto refuse = [&](const std::string& why) { throw InvalidOption("run", "refine", why); };
+    if (r.problem != "linear")
+      refuse("not available for " + spell("problem") + " " + r.problem + "; accepted: " +
+             spell("problem") + " linear (its App asks for the refinement, as XBraid's ex-06)");
+    if (text.reverse) refuse("not with " + spell("reverse") + " (forward solves only)");
+    if (text.periodic) refuse("not with " + spell("periodic"));
+    if (text.gradient) refuse("not with " + spell("gradient"));
+    if (!text.points.empty()) refuse("not with " + spell("points") + " (uniform coarsening only)");
+    if (r.levels < 2) refuse("needs " + spell("levels") + " >= 2 (refinement follows the cycles)");
+    r.refine = true;
+    r.error_estimates = r.instance->local_order();  // what the App's refinement reads
+    r.refine_fraction = v.number("refine_fraction", "a number in (0, 1]");
+    if (!(r.refine_fraction > 0 && r.refine_fraction <= 1))
+      v.invalid("refine_fraction", "a number in (0, 1]");
+    r.settings.refine_fraction = r.refine_fraction;
+    r.max_refinements = static_cast<int>(
+        v.integer("max_refinements", 0, "an integer >= 0", std::numeric_limits<int>::max()));
+    if (text.values.count("max_intervals"))
+      r.max_intervals = v.integer("max_intervals", 1, "an integer >= 1");
   }
 
   // Initial guess and storage

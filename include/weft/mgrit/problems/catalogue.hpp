@@ -69,6 +69,9 @@ struct RunSettings {
   InitialGuess guess;
   /// Also J = |u_N|^2/2 and dJ/dp by an adjoint solve (entries with a gradient parameter).
   bool gradient = false;
+  /// With Options::refinement: the fraction of the largest error estimate above which a model
+  /// problem that refines (linear) splits a step in two.
+  double refine_fraction = 0.02;
   /// Gather the final fine-grid values on rank 0 (RunSummary::solution).
   bool record_solution = false;
   /// Called on rank 0 once the hierarchy is built, before the solve (a front end prints its
@@ -92,6 +95,8 @@ struct RunSummary {
   Result result;
   double setup = 0, solve = 0, step = 0, comm = 0, other = 0;  ///< seconds, max over ranks
   std::vector<long long> steps;                                ///< per level, summed over ranks
+  /// After temporal refinements (result.refinements): the final hierarchy's intervals per level.
+  std::vector<index_t> final_intervals;
   /// With a gradient: J, dJ/dp (p named by `parameter`) and the adjoint solve's result.
   std::optional<double> objective, gradient;
   std::string parameter;

@@ -35,6 +35,17 @@ class LinearOde {
   State init(double t) const { return t == t_start_ ? p_.u0 : guess_.at(t, 0); }
   void step(const State& in, State& out, double t0, double t1, const StepInfo& info) const;
 
+  /// Temporal refinement as XBraid's ex-06 asks for it: from iteration 2 on, a fine step whose
+  /// error estimate exceeds `fraction` of the largest is split in two (1: no split).
+  int refine_factor(const State&, double, double, const StepInfo& info) const {
+    return info.iteration > 1 && info.error_estimate != -1 &&
+                   info.error_estimate > refine_fraction_ * info.largest_error_estimate
+               ? 2
+               : 1;
+  }
+  /// The fraction refine_factor() compares with (ex-06: 0.02).
+  void refine_fraction(double fraction) { refine_fraction_ = fraction; }
+
   /// The solution of the ODE itself (not of the discretization) at t.
   double exact(double t) const;
   /// The solution with u(t_start) = u(t_end) instead of u(t_start) = u0 (a != 0).
@@ -53,6 +64,7 @@ class LinearOde {
   LevelList<Method> methods_;
   double t_start_;
   InitialGuess guess_;
+  double refine_fraction_ = 0.02;
 };
 
 }  // namespace weft::mgrit::problems

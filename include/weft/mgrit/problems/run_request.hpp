@@ -7,9 +7,9 @@
 // Shared settings (name: default): t0: 0, t1: 2, nt: 64, levels: 3, cf: 4, min_coarse: 2,
 // nrelax: 1, nrelax_coarsest (that level's nrelax), cwt: 1, skip and nested (the convention's),
 // cycle: V, tol: 1e-10, rtol: 0, tnorm: 2, max_iter: 100, init: zero, storage: all,
-// convention: pymgrit. cf, nrelax and cwt take one value or a comma list, one per level (the
-// last repeats). The defaults are PyMGRIT's heat reference run (docs/mgrit.md, §4) iterated to
-// the tolerance.
+// convention: pymgrit, refine_fraction: 0.02, max_refinements: 200, max_intervals (none). cf,
+// nrelax and cwt take one value or a comma list, one per level (the last repeats). The defaults are
+// PyMGRIT's heat reference run (docs/mgrit.md, §4) iterated to the tolerance.
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,6 +43,9 @@ struct RunText {
   bool periodic = false;
   /// Richardson-based error estimates with the problem's own local order.
   bool error_estimates = false;
+  /// Temporal refinement where the error estimates are large (linear; settings
+  /// refine_fraction, max_refinements, max_intervals).
+  bool refine = false;
   /// Explicit coarse levels (fine indices per coarse level, checked by the front end that read
   /// them); they fix the number of levels.
   std::vector<std::vector<index_t>> points;
@@ -78,6 +81,10 @@ struct RunRequest {
   int error_estimates = 0;  ///< the local order of the error estimates; 0: off
   bool periodic = false;
   bool reverse = false;
+  bool refine = false;
+  double refine_fraction = 0.02;
+  int max_refinements = 200;
+  std::optional<index_t> max_intervals;  ///< the cutoff; none: no limit
 };
 
 /// Checks every value of `text` and builds the run. Throws InvalidOption naming the value.
