@@ -102,8 +102,8 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
        fmt::format("temporal norm of the residual (default {})", fallback("tnorm"))},
       {"--max-iter", "INT", fmt::format("maximum iterations (default {})", fallback("max_iter"))},
       {"--init", "GUESS",
-       fmt::format("guess away from the initial point: zero, value:X, random:SEED, sequential "
-                   "(default {})",
+       fmt::format("guess away from the initial point: zero, value:X, random:SEED, sequential, "
+                   "initial (lorenz) (default {})",
                    fallback("init"))},
       {"--storage", "all|cpoints",
        fmt::format("what every level but the coarsest stores (default {})", fallback("storage"))},

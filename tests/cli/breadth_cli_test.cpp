@@ -165,6 +165,28 @@ TEST(Problems, LinearRefineIsXBraidsEx06Refinet) {
   }
 }
 
+// XBraid's ex-07 without Delta correction (lorenz_reference_test has the history and why it is
+// compared to bounds): plain MGRIT stalls for about 27 iterations on the chaotic Lorenz system.
+TEST(Problems, LorenzIsXBraidsEx07WithoutDeltaCorrection) {
+  const fs::path dir = work_dir();
+  for (int np : {1, 2}) {
+    const json j = mgrit_json(
+        np,
+        "--problem lorenz --integrator fe --t1 10.233711524417982 --nt 2048 --init initial "
+        "--convention xbraid --levels 3 --cf 2 --nrelax 0 --skip 0 "
+        "--tol 1e-6",
+        dir, "lorenz_np" + std::to_string(np));
+    expect_converged(j, 1e-6, "ex-07 without Delta correction");
+    EXPECT_EQ(j["options"]["integrator"], "fe");
+    EXPECT_EQ(j["options"]["sigma"], 10.0);
+    EXPECT_EQ(j["iterations"], 40);
+    const std::vector<double> r = residuals(j);
+    EXPECT_NEAR(r[0], 6.296418493626518e+01, 1e-12);
+    EXPECT_NEAR(r[1], 7.959466877774085e+00, 1e-10);
+    EXPECT_GT(r[26], 1.0);  // the stall
+  }
+}
+
 TEST(Problems, Heat1DPeriodicConverges) {
   const fs::path dir = work_dir();
   for (const std::string integrator : {"be", "cn,be"}) {
@@ -427,7 +449,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{0, "--problem linear --refine --periodic", "option --refine: not with"},
         BadInput{0, "--problem linear --max-intervals 100", "option --max-intervals: needs"},
         BadInput{0, "--problem linear --refine --refine-fraction 2",
-                 "option --refine-fraction: '2' is invalid"}),
+                 "option --refine-fraction: '2' is invalid"},
+        BadInput{0, "--problem linear --init initial", "option --init: 'initial' is invalid"},
+        BadInput{0, "--problem lorenz --integrator rk2", "option --integrator: 'rk2'"}),
     bad_name);
 
 TEST(Help, ListsTheNewFlags) {

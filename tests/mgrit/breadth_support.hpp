@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <map>
 #include <utility>
 #include <vector>
@@ -24,8 +25,9 @@ inline std::vector<double> values(double u) {
 inline std::vector<double> values(const std::vector<double>& u) {
   return u;
 }
-inline std::vector<double> values(const std::array<double, 2>& u) {
-  return {u[0], u[1]};
+template <std::size_t N>
+std::vector<double> values(const std::array<double, N>& u) {
+  return {u.begin(), u.end()};
 }
 
 /// Adds an observer that records the final fine-grid values on this rank.

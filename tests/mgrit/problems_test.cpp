@@ -20,6 +20,7 @@
 #include "weft/mgrit/problems/heat1d_spacetime.hpp"
 #include "weft/mgrit/problems/heat2d.hpp"
 #include "weft/mgrit/problems/linear.hpp"
+#include "weft/mgrit/problems/lorenz.hpp"
 #include "weft/mgrit/problems/space_time.hpp"
 #include "weft/mgrit/solver.hpp"
 
@@ -373,6 +374,32 @@ TEST(Brusselator, MgritConvergesToTheSequentialSolution) {
                            InitialGuess::zero());
       },
       grid, 1e-11, 1e-10, "rk4,rk2", explicit_configs(1e-11));
+}
+
+// ---------------------------------------------------------------------------------------------
+// lorenz (its XBraid reference: lorenz_reference_test.cpp)
+
+TEST(Lorenz, BackwardEulerSolvesItsImplicitEquation) {
+  const Lorenz app({}, Lorenz::Method::BackwardEuler, 0.0, InitialGuess::initial());
+  for (double h : {0.01, 0.1, 0.5}) {
+    Lorenz::State out{};
+    app.step(Lorenz::kInitial, out, 0.0, h, StepInfo{});
+    const Lorenz::State f = app.rhs(out);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NEAR(out[i] - h * f[i], Lorenz::kInitial[i], 1e-12) << "h " << h << " component " << i;
+  }
+  EXPECT_EQ(app.init(0.0), Lorenz::kInitial);
+  EXPECT_EQ(app.init(0.7), Lorenz::kInitial);  // the initial guess everywhere
+}
+
+TEST(Lorenz, MgritConvergesToTheSequentialSolution) {
+  const auto grid = TimeGrid::uniform(0.0, 1.0, 64);
+  expect_converges_to_sequential<Lorenz>(
+      [] { return Lorenz({}, Lorenz::parse_methods("be"), 0.0, InitialGuess::zero()); }, grid,
+      1e-10, 1e-9, "be");
+  expect_converges_to_sequential<Lorenz>(
+      [] { return Lorenz({}, Lorenz::parse_methods("rk4,be"), 0.0, InitialGuess::initial()); },
+      grid, 1e-10, 1e-9, "rk4,be");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "weft/mgrit/problems/heat1d_spacetime.hpp"
 #include "weft/mgrit/problems/heat2d.hpp"
 #include "weft/mgrit/problems/linear.hpp"
+#include "weft/mgrit/problems/lorenz.hpp"
 #include "weft/mgrit/problems/space_time.hpp"
 #include "weft/util/error.hpp"
 
@@ -297,6 +298,29 @@ class BrusselatorProblem final : public Named {
   LevelList<Brusselator::Method> methods_;
 };
 
+class LorenzProblem final : public Named {
+ public:
+  explicit LorenzProblem(const ParameterValues& v)
+      : Named(v),
+        p_{v.number("sigma"), v.number("rho"), v.number("beta")},
+        methods_(Lorenz::parse_methods(v.text("integrator"))) {}
+  std::string describe() const override {
+    return "lorenz: sigma " + number(p_.sigma) + ", rho " + number(p_.rho) + ", beta " +
+           number(p_.beta) + ", from ex-07's point near the attractor, " + integrator_text();
+  }
+  Values parameters() const override {
+    return {{"sigma", p_.sigma}, {"rho", p_.rho}, {"beta", p_.beta}};
+  }
+  RunSummary run(const RunSettings& s, MPI_Comm comm) override {
+    Lorenz lorenz(p_, methods_, s.t_start(), s.guess);
+    return run_problem(lorenz, 3, s, world_layout(comm));
+  }
+
+ private:
+  Lorenz::Parameters p_;
+  LevelList<Lorenz::Method> methods_;
+};
+
 constexpr const char* kIntegrator = "NAME[,NAME...]";
 
 }  // namespace
@@ -362,6 +386,14 @@ const std::vector<CatalogueEntry>& catalogue() {
         {"B", "X", "3", "parameter B"}},
        nullptr,
        make<BrusselatorProblem>},
+      {"lorenz",
+       "the chaotic Lorenz system (XBraid's ex-07 with --integrator fe)",
+       {{"integrator", kIntegrator, "be", "be (Newton), fe, rk4 per level"},
+        {"sigma", "X", "10", "sigma"},
+        {"rho", "X", "28", "rho"},
+        {"beta", "X", "2.6666666666666665", "beta (8/3)"}},
+       nullptr,
+       make<LorenzProblem>},
   };
   return entries;
 }

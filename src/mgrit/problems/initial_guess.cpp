@@ -10,10 +10,12 @@ namespace weft::mgrit::problems {
 
 InitialGuess InitialGuess::parse(const std::string& text) {
   auto fail = [&]() -> InvalidOption {
-    return InvalidOption("InitialGuess", "guess",
-                         "'" + text + "' is invalid; accepted: zero, value:X, random:SEED");
+    return InvalidOption(
+        "InitialGuess", "guess",
+        "'" + text + "' is invalid; accepted: zero, value:X, random:SEED, initial");
   };
   if (text == "zero") return zero();
+  if (text == "initial") return initial();
   const auto colon = text.find(':');
   if (colon == std::string::npos) throw fail();
   const std::string kind = text.substr(0, colon), arg = text.substr(colon + 1);

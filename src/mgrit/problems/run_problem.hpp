@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -37,8 +38,9 @@ inline std::vector<double> values_of(double u) {
 inline std::vector<double> values_of(const std::vector<double>& u) {
   return u;
 }
-inline std::vector<double> values_of(const std::array<double, 2>& u) {
-  return {u[0], u[1]};
+template <std::size_t N>
+std::vector<double> values_of(const std::array<double, N>& u) {
+  return {u.begin(), u.end()};
 }
 
 /// The values to record for the observed state `u`, or nothing on the ranks that do not record

@@ -332,6 +332,9 @@ RunRequest parse_run(const RunText& text) {
     r.periodic = true;
   }
   if (r.init != "sequential") r.settings.guess = InitialGuess::parse(r.init);
+  if (r.settings.guess.kind == InitialGuess::Kind::Initial && r.problem != "lorenz")
+    v.invalid("init", "zero, value:X, random:SEED, sequential (initial: " + spell("problem") +
+                          " lorenz only)");
   r.storage = v.choice("storage", {"all", "cpoints"}) == 0 ? Storage::All : Storage::CPoints;
 
   r.settings.options = options_of(r);

@@ -1,6 +1,7 @@
 #pragma once
-// The initial guess a model problem returns at t > t_start: zero, a constant, or random values
-// drawn from a seed and the time point (so they do not depend on the rank count).
+// The initial guess a model problem returns at t > t_start: zero, a constant, random values
+// drawn from a seed and the time point (so they do not depend on the rank count), or the
+// problem's initial value at every point (the problems that take it; the others refuse it).
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -8,7 +9,7 @@
 namespace weft::mgrit::problems {
 
 struct InitialGuess {
-  enum class Kind { Zero, Value, Random };
+  enum class Kind { Zero, Value, Random, Initial };
   Kind kind = Kind::Zero;
   double value = 0.0;
   std::uint64_t seed = 0;
@@ -16,13 +17,15 @@ struct InitialGuess {
   static InitialGuess zero() { return {}; }
   static InitialGuess constant(double v) { return {Kind::Value, v, 0}; }
   static InitialGuess random(std::uint64_t seed) { return {Kind::Random, 0.0, seed}; }
-  /// Parses "zero", "value:X" or "random:SEED"; throws weft::InvalidOption otherwise.
+  static InitialGuess initial() { return {Kind::Initial, 0.0, 0}; }
+  /// Parses "zero", "value:X", "random:SEED" or "initial"; throws weft::InvalidOption otherwise.
   static InitialGuess parse(const std::string& text);
 
   /// The guess for component `component` at time t.
   double at(double t, std::uint64_t component) const {
     switch (kind) {
       case Kind::Zero:
+      case Kind::Initial:  // the problems that take it return their initial value instead
         return 0.0;
       case Kind::Value:
         return value;
