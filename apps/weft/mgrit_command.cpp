@@ -24,7 +24,7 @@ namespace pr = mgrit::problems;
 bool has_flag(const std::string& option) {
   for (const char* special :
        {"guess", "problem", "points", "gradient", "reverse", "record_solution", "richardson",
-        "periodic", "error_estimates", "refine"})
+        "periodic", "error_estimates", "refine", "delta_static", "delta_relax"})
     if (option == special) return true;
   for (const auto& [name, fallback] : pr::run_setting_defaults())
     if (option == name) return true;

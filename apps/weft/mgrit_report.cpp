@@ -32,13 +32,20 @@ void print_header(const MgritSettings& s, const Summary& sum) {
                    number(s.run.settings.t1), s.run.settings.nt,
                    s.run.reverse ? "reverse (t1 -> t0)" : "forward (t0 -> t1)"));
   line(fmt::format(
-      "  convention   {}, cycle {}, initial phase {}, initial guess {}{}{}{}",
+      "  convention   {}, cycle {}, initial phase {}, initial guess {}{}{}{}{}",
       mgrit::to_string(o.convention()), mgrit::to_string(o.cycle()),
       mgrit::to_string(o.effective_initial_phase()), s.run.init, s.run.periodic ? ", periodic" : "",
       s.run.richardson ? fmt::format(", Richardson (local order {})", s.run.richardson)
                        : std::string(),
       s.run.refine
           ? fmt::format(", refinement where estimate > {} x largest", number(s.run.refine_fraction))
+          : std::string(),
+      s.run.delta_rank > 0
+          ? fmt::format(", Delta correction (rank {}, {}{})", s.run.delta_rank,
+                        s.run.delta_lyapunov ? "Lyapunov estimation"
+                        : s.run.delta_relax  ? "basis estimated in relaxation"
+                                             : "static basis",
+                        s.run.delta_lyapunov && s.run.delta_relax ? ", also in relaxation" : "")
           : std::string()));
   line(fmt::format("  stopping     tol {}, rtol {}, tnorm {}, max-iter {}, residual {}",
                    number(s.run.tol), number(s.run.rtol), mgrit::to_string(s.run.tnorm),
@@ -118,6 +125,12 @@ void print_report(const Summary& sum) {
   if (sum.final_error)
     line(fmt::format("  error        {:.3e} at t = {} (norm of u - {}exact solution)",
                      *sum.final_error, sum.final_time, sum.options.periodic() ? "periodic " : ""));
+  if (!sum.lyapunov_exponents.empty()) {
+    std::string exponents;
+    for (std::size_t i = 0; i < sum.lyapunov_exponents.size(); ++i)
+      exponents += fmt::format("{}{:.6f}", i ? ", " : "", sum.lyapunov_exponents[i]);
+    line("  Lyapunov     " + exponents + " (average exponents over the fine C-intervals)");
+  }
   if (sum.largest_estimate)
     line(fmt::format("  estimate     {:.3e} at t = {} (largest Richardson error estimate)",
                      *sum.largest_estimate, sum.largest_estimate_time));

@@ -120,6 +120,9 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
       {"--max-intervals", "INT",
        "with --refine: stop refining once the grid has this many intervals (checked before "
        "refining; default: no limit)"},
+      {"--delta-rank", "INT",
+       "Delta correction (XBraid's; lorenz, --convention xbraid): the coarse propagators are "
+       "corrected by a rank-INT approximation of the fine Jacobian (default 0: off)"},
       {"--points", "FILE", "explicit coarse levels: JSON {\"levels\": [[0, ...], ...]}"},
       {"--json", "PATH", "write a JSON summary of the run"},
       {"--output", "PATH", "write the final fine-grid solution as CSV"},
@@ -148,6 +151,12 @@ void add_mgrit_flags(CLI::App& cmd, MgritArgs& args) {
   cmd.add_flag("--refine", args.refine,
                "temporal refinement (XBraid's -refinet; linear): from iteration 2 on, steps whose "
                "Richardson error estimate is large are split in two and the hierarchy rebuilt");
+  cmd.add_flag("--delta-static", args.delta_static,
+               "with --delta-rank: keep the basis static (no Lyapunov-vector estimation, no "
+               "exponents; XBraid's ex-07 -noLyap)");
+  cmd.add_flag("--delta-relax", args.delta_relax,
+               "with --delta-rank: also propagate the basis in relaxation (XBraid's ex-07 "
+               "-fcfLyap)");
   cmd.add_flag("--periodic", args.periodic,
                "time-periodic: u(t0) = u(t1) instead of an initial value (XBraid's periodic "
                "mode; --nt divisible by the coarsening factors, point 0 a C-point on every level)");
@@ -260,6 +269,8 @@ MgritSettings resolve(const MgritArgs& a, MPI_Comm comm) {
   text.periodic = a.periodic;
   text.error_estimates = a.error_estimates;
   text.refine = a.refine;
+  text.delta_static = a.delta_static;
+  text.delta_relax = a.delta_relax;
   text.spell = flag_of_parameter;
   if (a.given("--output")) text.values["record_solution"] = "1";
   if (a.given("--points")) {

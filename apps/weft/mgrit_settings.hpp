@@ -34,6 +34,8 @@ struct MgritArgs {
   bool periodic = false;
   bool error_estimates = false;
   bool refine = false;
+  bool delta_static = false;
+  bool delta_relax = false;
   bool gradient = false;
 
   bool given(const std::string& flag) const;

@@ -63,6 +63,9 @@ json options_json(const pr::RunRequest& run, const mgrit::Options& o, int built_
   j["refine_fraction"] = run.refine ? json(run.refine_fraction) : json(nullptr);
   j["max_refinements"] = run.refine ? json(run.max_refinements) : json(nullptr);
   j["max_intervals"] = run.max_intervals ? json(*run.max_intervals) : json(nullptr);
+  j["delta_rank"] = run.delta_rank;
+  j["delta_lyapunov"] = run.delta_rank > 0 ? json(run.delta_lyapunov) : json(nullptr);
+  j["delta_relax"] = run.delta_rank > 0 ? json(run.delta_relax) : json(nullptr);
   return j;
 }
 
@@ -95,6 +98,8 @@ std::string mgrit_run_record(const pr::RunRequest& run, const pr::RunSummary& su
   j["refinements"] = refinements;
   j["refinement_stopped"] =
       sum.result.refinement_stopped ? json(*sum.result.refinement_stopped) : json(nullptr);
+  j["lyapunov_exponents"] =
+      sum.lyapunov_exponents.empty() ? json(nullptr) : json(sum.lyapunov_exponents);
   j["final_levels"] = sum.final_intervals.empty() ? json(sum.intervals) : json(sum.final_intervals);
   j["converged"] = sum.result.converged;
   j["timings"] = {{"setup_seconds", sum.setup},

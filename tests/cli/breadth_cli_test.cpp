@@ -187,6 +187,35 @@ TEST(Problems, LorenzIsXBraidsEx07WithoutDeltaCorrection) {
   }
 }
 
+// ex-07 -rank 2 (delta_reference_test has every iteration of ranks 1-3 at 1-4 ranks): Delta
+// correction needs 18 iterations where plain MGRIT needs 40, and reports the exponents.
+TEST(Problems, LorenzWithDeltaCorrectionIsXBraidsEx07Rank2) {
+  const fs::path dir = work_dir();
+  for (int np : {1, 2}) {
+    const std::string name = "lorenz_delta_np" + std::to_string(np);
+    const Outcome out = weft(np,
+                             "mgrit --problem lorenz --integrator fe --t1 10.233711524417982 "
+                             "--nt 2048 --init initial --convention xbraid --levels 3 --cf 2 "
+                             "--nrelax 0 --skip 0 --tol 1e-6 --delta-rank 2 --json " +
+                                 (dir / (name + ".json")).string(),
+                             dir);
+    ASSERT_EQ(out.code, 0) << out.err;
+    EXPECT_NE(out.out.find("Delta correction (rank 2, Lyapunov estimation)"), std::string::npos)
+        << out.out;
+    EXPECT_NE(out.out.find("Lyapunov     0.683315, 0.132332"), std::string::npos) << out.out;
+    const json j = json::parse(std::ifstream(dir / (name + ".json")));
+    expect_converged(j, 1e-6, "ex-07 -rank 2");
+    EXPECT_EQ(j["iterations"], 18);
+    EXPECT_EQ(j["options"]["delta_rank"], 2);
+    const std::vector<double> r = residuals(j);
+    EXPECT_NEAR(r[11], 1.212798452995345e+00, 1e-13);
+    EXPECT_NEAR(r[17], 5.925011200877017e-07, 1e-20);
+    ASSERT_EQ(j["lyapunov_exponents"].size(), 2u);
+    EXPECT_NEAR(j["lyapunov_exponents"][0].get<double>(), 0.68331508416336, 1e-12);
+    EXPECT_NEAR(j["lyapunov_exponents"][1].get<double>(), 0.13233154002151645, 1e-12);
+  }
+}
+
 TEST(Problems, Heat1DPeriodicConverges) {
   const fs::path dir = work_dir();
   for (const std::string integrator : {"be", "cn,be"}) {
@@ -451,16 +480,42 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{0, "--problem linear --refine --refine-fraction 2",
                  "option --refine-fraction: '2' is invalid"},
         BadInput{0, "--problem linear --init initial", "option --init: 'initial' is invalid"},
-        BadInput{0, "--problem lorenz --integrator rk2", "option --integrator: 'rk2'"}),
+        BadInput{0, "--problem lorenz --integrator rk2", "option --integrator: 'rk2'"},
+        BadInput{0, "--problem lorenz --convention xbraid --delta-rank 4",
+                 "option --delta-rank: '4' is invalid"},
+        BadInput{0, "--problem lorenz --delta-rank 1", "option --delta-rank: needs --convention"},
+        BadInput{0, "--problem linear --convention xbraid --delta-rank 1",
+                 "option --delta-rank: not available"},
+        BadInput{0, "--problem lorenz --convention xbraid --delta-rank 1 --reverse",
+                 "option --delta-rank: not with --reverse"},
+        BadInput{0, "--problem lorenz --delta-static", "option --delta-static: needs"},
+        BadInput{0, "--problem lorenz --delta-relax", "option --delta-relax: needs"}),
     bad_name);
 
 TEST(Help, ListsTheNewFlags) {
   const fs::path dir = work_dir();
   const Outcome r = weft(1, "mgrit --help", dir);
   EXPECT_EQ(r.code, 0);
-  for (const char* flag :
-       {"--kappa", "--ny", "--lx", "--ly", "--space-ranks", "--ksp", "--a", "--b", "--c", "--u0",
-        "--A", "--B", "--speed", "--gradient", "heat1d-periodic", "advection1d", "brusselator"})
+  for (const char* flag : {"--kappa",
+                           "--ny",
+                           "--lx",
+                           "--ly",
+                           "--space-ranks",
+                           "--ksp",
+                           "--a",
+                           "--b",
+                           "--c",
+                           "--u0",
+                           "--A",
+                           "--B",
+                           "--speed",
+                           "--gradient",
+                           "heat1d-periodic",
+                           "advection1d",
+                           "brusselator",
+                           "--delta-rank",
+                           "--delta-static",
+                           "--delta-relax"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 

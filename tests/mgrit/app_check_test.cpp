@@ -12,6 +12,7 @@
 #include "weft/mgrit/problems/dahlquist.hpp"
 #include "weft/mgrit/problems/heat1d.hpp"
 #include "weft/mgrit/problems/heat1d_spacetime.hpp"
+#include "weft/mgrit/problems/lorenz.hpp"
 
 namespace weft::mgrit {
 namespace {
@@ -32,6 +33,34 @@ const AppCheck& find(const AppCheckReport& report, const std::string& name) {
 }
 bool says(const AppCheckReport& report, const std::string& name, const std::string& words) {
   return find(report, name).detail.find(words) != std::string::npos;
+}
+
+// Delta correction's members (XBraid's braid_TestDelta): the Lorenz integrators pass; a Jacobian
+// taken at the step's end point instead of its start fails the "delta" check, and only it.
+struct LorenzWrongTangent : problems::Lorenz {
+  using Lorenz::Lorenz;
+  void step_tangent(const State& u0, const State& u1, State& v, double t0, double t1,
+                    const StepInfo& info) const {
+    Lorenz::step_tangent(u1, u0, v, t0, t1, info);
+  }
+};
+
+TEST(AppCheck, DeltaCorrectionMembers) {
+  using problems::Lorenz;
+  for (const char* method : {"fe", "be", "rk4"}) {
+    Lorenz lorenz(Lorenz::Parameters{}, Lorenz::parse_methods(method), 0.0,
+                  InitialGuess::initial());
+    const auto r = test_app(lorenz, MPI_COMM_WORLD);
+    EXPECT_TRUE(r.passed()) << method << "\n" << r.text();
+    EXPECT_TRUE(says(r, "delta", "step_tangent matches")) << r.text();
+  }
+  LorenzWrongTangent wrong(Lorenz::Parameters{}, Lorenz::parse_methods("fe"), 0.0,
+                           InitialGuess::initial());
+  AppCheckOptions quick;
+  quick.solve = false;
+  const auto r = test_app(wrong, MPI_COMM_WORLD, quick);
+  EXPECT_EQ(failed(r), std::vector<std::string>{"delta"}) << r.text();
+  EXPECT_TRUE(says(r, "delta", "central difference")) << r.text();
 }
 
 TEST(AppCheck, ModelProblemsPassEveryCheck) {

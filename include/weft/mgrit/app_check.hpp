@@ -12,6 +12,10 @@
 //   buffer    unpack(pack(u)) = u; pack writes no byte past buffer_size(u)
 //   step      finite; leaves `in` unchanged; the same result whatever `out` held before and
 //             whatever was stepped in between; with `linear`, Phi(a u + b v) = a Phi(u) + b Phi(v)
+//   delta     (Apps with Delta correction's members, delta.hpp; XBraid's braid_TestDelta) the
+//             inner product is symmetric, bilinear and positive on u; the first two basis
+//             vectors are finite and independent; step_tangent matches a central difference of
+//             step along the first basis vector (to 1e-5 relative: a difference quotient)
 //   space     (Apps with coarsen/refine) every level's coarsen and refine are linear, give states
 //             of the right size on the next level, and the coarse step runs on them
 //   solve     two-level MGRIT on `comm` reaches the sequential solution (this exercises messages
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "weft/mgrit/app.hpp"
+#include "weft/mgrit/delta.hpp"
 #include "weft/mgrit/solver.hpp"
 
 namespace weft::mgrit {
@@ -112,6 +117,7 @@ class AppChecker {
     add(check_sum());
     add(check_buffer());
     add(check_step());
+    if constexpr (has_delta_members<App>::value) add(check_delta());
     if constexpr (Ops::spatial) add(check_space());
     if (o_.solve) add(check_solve(comm));
     return report_;
@@ -278,6 +284,67 @@ class AppChecker {
       }
     }
     if (c.passed && c.detail.empty()) c.detail = "deterministic, overwrites out, leaves in";
+    return c;
+  }
+
+  template <class A = App>
+  AppCheck check_delta() {
+    AppCheck c{"delta", true, ""};
+    A& app = app_;
+    const State e0 = app.basis_vector(o_.t0, 0), e1 = app.basis_vector(o_.t0, 1);
+    const double uv = app.inner_product(u_, v_), vu = app.inner_product(v_, u_);
+    const double uu = app.inner_product(u_, u_);
+    State mix = clone(u_);
+    Ops::sum(app_, 2.0, v_, 1.0, mix);  // u + 2v
+    const double bilinear = app.inner_product(mix, u_), expected = uu + 2.0 * vu;
+    const double scale = std::max({std::abs(uu), std::abs(uv), 1e-300});
+    // Independence of the first two basis vectors: Gram determinant > 0.
+    const double g00 = app.inner_product(e0, e0), g11 = app.inner_product(e1, e1);
+    const double g01 = app.inner_product(e0, e1);
+    const double gram = g00 * g11 - g01 * g01;
+    if (!close(std::abs(uv - vu) / scale)) {
+      c.passed = false;
+      c.detail = "inner_product is not symmetric: <u, v> = " + num(uv) + ", <v, u> = " + num(vu);
+    } else if (!close(std::abs(bilinear - expected) / std::max(std::abs(expected), scale))) {
+      c.passed = false;
+      c.detail = "inner_product is not linear: <u + 2v, u> = " + num(bilinear) +
+                 " but <u, u> + 2 <v, u> = " + num(expected);
+    } else if (Ops::norm(app_, u_) > 0 && !(uu > 0)) {
+      c.passed = false;
+      c.detail = "inner_product is not positive: <u, u> = " + num(uu) + " for u = init(t0) != 0";
+    } else if (!std::isfinite(gram) || !(gram > 1e-12 * std::max(g00 * g11, 1e-300))) {
+      c.passed = false;
+      c.detail =
+          "basis_vector(t0, 0) and basis_vector(t0, 1) are not independent (Gram "
+          "determinant " +
+          num(gram) + ")";
+    } else {
+      // Central difference of the step along e0, against step_tangent at u.
+      const double eps =
+          1e-6 * std::max(1.0, Ops::norm(app_, u_)) / std::max(Ops::norm(app_, e0), 1e-300);
+      State plus = clone(u_), minus = clone(u_);
+      Ops::sum(app_, eps, e0, 1.0, plus);
+      Ops::sum(app_, -eps, e0, 1.0, minus);
+      State quotient = stepped(plus);
+      Ops::sum(app_, -1.0 / (2 * eps), stepped(minus), 1.0 / (2 * eps), quotient);
+      State tangent = clone(e0);
+      StepInfo info;
+      info.to = 1;
+      app.step_tangent(u_, v_, tangent, o_.t0, o_.t0 + dt(), info);
+      const double d = difference(tangent, quotient);
+      if (!(std::isfinite(d) && d <= 1e-5)) {
+        c.passed = false;
+        c.detail =
+            "step_tangent along basis_vector(t0, 0) differs from a central difference "
+            "of step by " +
+            num(d) + " (relative): it must apply the step's Jacobian at its start point";
+      } else {
+        c.detail =
+            "inner product symmetric, bilinear, positive; basis independent; "
+            "step_tangent matches a central difference to " +
+            num(d);
+      }
+    }
     return c;
   }
 

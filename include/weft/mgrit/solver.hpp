@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "weft/mgrit/app.hpp"
+#include "weft/mgrit/delta.hpp"
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/mgrit/options.hpp"
 #include "weft/mgrit/result.hpp"
@@ -118,6 +119,7 @@ class Solver {
     // Richardson (fine level): the left neighbour's last C-point before a C-relaxation, and the
     // one step over a C-interval.
     State rich_left{}, rich_step{};
+    State v_left{};  ///< Delta correction: the left neighbour's last restricted value
     std::vector<char> rich_send_buf, rich_recv_buf;
     typename Transport::Request rich_send_req = Transport::null_request(),
                                 rich_recv_req = Transport::null_request();
@@ -172,9 +174,13 @@ class Solver {
     }
     trace::Span span("step", trace_category());
     span.step(l, info.from, info.to, done);
-    app_.step(in, out, L.grid->times[static_cast<size_t>(from)],
-              L.grid->times[static_cast<size_t>(to)], info);
-    if (add_g && L.g_active) Ops::sum(app_, 1.0, L.g[static_cast<size_t>(i - L.lo)], 1.0, out);
+    if constexpr (detail::is_delta_app<App>::value) {
+      delta_step(L, l, in, out, i, info, add_g);
+    } else {
+      app_.step(in, out, L.grid->times[static_cast<size_t>(from)],
+                L.grid->times[static_cast<size_t>(to)], info);
+      if (add_g && L.g_active) Ops::sum(app_, 1.0, L.g[static_cast<size_t>(i - L.lo)], 1.0, out);
+    }
     ++L.steps;
     if constexpr (detail::has_refine_factor<App>::value) {
       if (l == 0 && collecting_factors_) {
@@ -192,6 +198,38 @@ class Solver {
   /// message advances only while its sender is inside an MPI call; a sender that steps for
   /// milliseconds between calls would leave its neighbour waiting.
   void progress(Level& L) { transport_.progress(L.send_req, L.recv_req); }
+  /// Delta correction (delta.hpp): what the step does depends on the phase it belongs to, as in
+  /// XBraid. The basis is propagated during restriction and the coarse right-hand side's steps;
+  /// with Lyapunov estimation on the coarsest level and in interpolation; with `relax` in the
+  /// other levels' relaxation and interpolation; and in the final sweep when exponents are
+  /// recorded. It is orthonormalized after propagation at C-points, on the coarsest level and in
+  /// interpolation, but not in a residual's step.
+  void delta_step(Level& L, int l, const State& in, State& out, index_t i, const StepInfo& info,
+                  bool add_g) {
+    const DeltaOptions& o = app_.options();
+    const bool cpoint = L.grid->is_cpoint(i);
+    const bool residual = phase_ == Phase::Residual || (phase_ == Phase::Restrict && cpoint);
+    const bool interpolate = phase_ == Phase::Interpolate;
+    const bool propagate = phase_ == Phase::Restrict || phase_ == Phase::Residual ||
+                           (o.lyapunov && (l == coarsest() || interpolate)) ||
+                           (o.relax && l < coarsest() && (phase_ == Phase::Relax || interpolate)) ||
+                           (o.exponents() && phase_ == Phase::Final);
+    const State* rhs = nullptr;
+    const State* previous = nullptr;
+    if (add_g && L.g_active) {
+      const auto s = static_cast<size_t>(i - L.lo);
+      rhs = &L.g[s];
+      previous = i > L.lo ? &L.v[s - 1] : &L.v_left;
+    }
+    // A step that does not propagate leaves a C-point its own basis and gives a coarse
+    // F-point its restricted value's (XBraid's ustop); fine F-points' bases are never read.
+    const State* basis_from = l > 0 && !cpoint ? &L.v[static_cast<size_t>(i - L.lo)] : nullptr;
+    app_.advance(in, out, L.grid->times[static_cast<size_t>(i - 1)],
+                 L.grid->times[static_cast<size_t>(i)], info, propagate, rhs, previous,
+                 residual_of_, basis_from);
+    if (propagate && !residual && (cpoint || l == coarsest() || interpolate))
+      app_.orthonormalize(out, phase_ == Phase::Final && l == 0 && cpoint);
+  }
   State& u_at(Level& L, index_t i) { return L.u[static_cast<size_t>(i - L.lo)]; }
 
   bool needs_predecessor(const Level& L, const Sweep& sw, index_t i) const {
@@ -230,8 +268,12 @@ class Solver {
     sweep(l, sw, [](index_t, const State&) {});
   }
 
-  void f_relax(int l) { sweep(l, Sweep{}); }
+  void f_relax(int l) {
+    phase_ = Phase::Relax;
+    sweep(l, Sweep{});
+  }
   void c_relax(int l, double weight) {
+    phase_ = Phase::Relax;
     Sweep sw;
     sw.recompute_f = false;
     sw.c = CAction::Relax;
@@ -299,6 +341,10 @@ class Solver {
   double largest_estimate_ = -1;                     ///< over all fine points; -1: none
   // Temporal refinement (Options::refinement)
   std::vector<int> factors_;  ///< per local fine point i: the App's factor for (i-1, i]
+  /// The part of the cycle the sweeps belong to (Delta correction's steps depend on it).
+  enum class Phase { Relax, Restrict, Residual, Interpolate, Final };
+  Phase phase_ = Phase::Relax;
+  const State* residual_of_ = nullptr;  ///< Delta correction: the C-point a residual step is of
   bool collecting_factors_ = false;
   int refinements_done_ = 0;
   bool refinement_stopped_ = false;
@@ -325,6 +371,20 @@ Solver<App, Transport>::Solver(App& app, Transport transport, const TimeGrid& gr
   rank_ = transport_.rank();
   ranks_ = transport_.size();
   periodic_ = options_.periodic();
+  if constexpr (detail::is_delta_app<App>::value) {
+    // What XBraid's Delta correction was checked with here (docs/mgrit.md, §3).
+    const auto refuse = [](const std::string& what) {
+      throw InvalidOption("option delta correction: not with " + what +
+                          " (it is implemented for forward solves in the XBraid convention)");
+    };
+    if (!xbraid()) refuse("the PyMGRIT convention");
+    if (periodic_) refuse("a periodic problem");
+    if (direction_ == Direction::Reverse) refuse("a reverse-time solve");
+    if (options_.richardson_order() > 0) refuse("Richardson extrapolation");
+    if (options_.error_estimate_order() > 0) refuse("error estimates");
+    if (options_.refinement()) refuse("temporal refinement");
+    if constexpr (Ops::spatial) refuse("spatial coarsening");
+  }
   if (options_.refinement()) {
     if (coarse_levels)
       throw InvalidOption(
@@ -598,12 +658,20 @@ void Solver<App, Transport>::sweep(int l, Sweep sw, Visit&& visit, OnResidual&& 
         step(L, l, prev, uc, c, sw.done, true);
         if (extrapolate) richardson_extrapolate(L, j, uc);
       } else {
+        // Delta correction: the relaxed value keeps the C-point's basis (see advance()).
+        if constexpr (detail::is_delta_app<App>::value) Ops::copy(app_, uc, L.res);
         step(L, l, prev, L.res, c, sw.done, true);
         Ops::sum(app_, sw.weight, L.res, 1.0 - sw.weight, uc);
       }
     } else {
-      step(L, l, prev, L.res, c, sw.done, true);
-      Ops::sum(app_, -1.0, uc, 1.0, L.res);
+      if constexpr (detail::is_delta_app<App>::value) {
+        residual_of_ = &uc;  // the step gives the residual; the basis keeps its propagation
+        step(L, l, prev, L.res, c, sw.done, true);
+        residual_of_ = nullptr;
+      } else {
+        step(L, l, prev, L.res, c, sw.done, true);
+        Ops::sum(app_, -1.0, uc, 1.0, L.res);
+      }
       on_residual(j, c, L.res);
     }
   };
@@ -793,9 +861,14 @@ void Solver<App, Transport>::fas_rhs(int l, bool measure_richardson) {
   const bool need_left = L.left >= 0;
   if (need_left) post_recv(L, l);
   if (L.right >= 0) send(L, l, L.v.back());
+  phase_ = Phase::Residual;
   auto update = [&](index_t k, const State& v_prev) {
     const auto s = static_cast<size_t>(k - L.lo);
     step(L, l, v_prev, L.res, k, false, false);
+    if constexpr (detail::is_delta_app<App>::value) {
+      app_.coarse_rhs(L.v[s], v_prev, L.res, L.g[s]);
+      return;
+    }
     if (l == 1 && richardson()) {
       // g = a (r + v - G v); the residual of the extrapolated system is g - (v - G v).
       State& e = L.tmp[0];
@@ -818,6 +891,7 @@ void Solver<App, Transport>::fas_rhs(int l, bool measure_richardson) {
   if (need_left) {
     wait_recv(L);
     update(L.lo, L.recv_state);
+    if constexpr (detail::is_delta_app<App>::value) Ops::copy(app_, L.recv_state, L.v_left);
   }
   finish_send(L);
   L.g_active = true;
@@ -835,6 +909,7 @@ template <class App, class Transport>
 void Solver<App, Transport>::restrict_to(int l, Sweep sw, bool measure) {
   Level& C = levels_[static_cast<size_t>(l + 1)];
   sw.c = CAction::Residual;
+  phase_ = Phase::Restrict;
   // With Richardson the fine residual is that of the extrapolated system, measured by fas_rhs.
   const bool extrapolated = l == 0 && richardson();
   sweep(
@@ -872,6 +947,7 @@ void Solver<App, Transport>::interpolate(int coarse_level, bool relax_first) {
   };
   Sweep sw;
   sw.recompute_f = relax_first;
+  phase_ = Phase::Interpolate;
   sweep(coarse_level, sw, correct);
 }
 
@@ -898,6 +974,7 @@ void Solver<App, Transport>::coarse_solve() {
   if (solved_sequentially(l)) {
     Sweep sw;
     sw.sequential = true;
+    phase_ = Phase::Relax;
     sweep(l, sw);
     return;
   }
@@ -997,7 +1074,12 @@ void Solver<App, Transport>::final_sweep() {
   };
   Sweep f;
   f.done = true;
-  switch (options_.effective_final_sweep()) {
+  phase_ = Phase::Final;
+  FinalSweep final_sweep = options_.effective_final_sweep();
+  // Lyapunov estimation ends with a propagation over every C-interval (the exponents).
+  if constexpr (detail::is_delta_app<App>::value)
+    if (app_.options().exponents()) final_sweep = FinalSweep::CF;
+  switch (final_sweep) {
     case FinalSweep::CF: {
       Sweep c;
       c.recompute_f = false;

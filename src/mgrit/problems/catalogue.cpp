@@ -311,9 +311,22 @@ class LorenzProblem final : public Named {
   Values parameters() const override {
     return {{"sigma", p_.sigma}, {"rho", p_.rho}, {"beta", p_.beta}};
   }
+  int delta_dimension() const override { return 3; }
   RunSummary run(const RunSettings& s, MPI_Comm comm) override {
     Lorenz lorenz(p_, methods_, s.t_start(), s.guess);
-    return run_problem(lorenz, 3, s, world_layout(comm));
+    try {
+      if (s.delta_rank > 0) return run_delta_corrected(lorenz, 3, s, world_layout(comm));
+      return run_problem(lorenz, 3, s, world_layout(comm));
+    } catch (const Divergence& e) {
+      // A failed Newton step or basis is local to one rank: with several ranks the others
+      // wait for it, so it must abort them all (still exit code 1). MGRIT's own divergence (a
+      // reduced residual) is collective and stays a Divergence.
+      const std::string what = e.what();
+      if (mpi::size(comm) > 1 &&
+          (what.rfind("Lorenz:", 0) == 0 || what.rfind("Delta correction:", 0) == 0))
+        throw Error(what);
+      throw;
+    }
   }
 
  private:

@@ -92,4 +92,63 @@ void Lorenz::step(const State& in, State& out, double t0, double t1, const StepI
     out[i] = in[i] + h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]);
 }
 
+namespace {
+
+using Matrix = std::array<std::array<double, 3>, 3>;
+
+// x <- A x, ex-07's MatVec (row sums from 0, in column order).
+void multiply(const Matrix& a, std::array<double, 3>& x) {
+  const std::array<double, 3> tmp = x;
+  for (int i = 0; i < 3; ++i) {
+    x[i] = 0.0;
+    for (int j = 0; j < 3; ++j) x[i] += a[i][j] * tmp[j];
+  }
+}
+
+}  // namespace
+
+void Lorenz::step_tangent(const State& in, const State& out, State& v, double t0, double t1,
+                          const StepInfo& info) const {
+  const double h = t1 - t0;
+  const Method method = methods_.at(info.level);
+  if (method == Method::ForwardEuler) {  // I + h J(u0), as ex-07 builds it
+    Matrix f = jacobian(in);
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 3; ++k) f[i][k] = h * f[i][k] + (i == k ? 1.0 : 0.0);
+    multiply(f, v);
+    return;
+  }
+  if (method == Method::BackwardEuler) {  // (I - h J(u1)) w = v
+    Matrix a = jacobian(out);
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 3; ++k) a[i][k] = (i == k ? 1.0 : 0.0) - h * a[i][k];
+    State w{};
+    if (!solve3(a, v, w))
+      throw Divergence("Lorenz: the backward Euler step's Jacobian is singular (step " +
+                       number_text(h) + ")");
+    v = w;
+    return;
+  }
+  // RK4 differentiated stage by stage: dk_s = J(stage point) (v + c h dk_{s-1}).
+  auto shifted = [](const State& u, const State& k, double c) {
+    return State{u[0] + c * k[0], u[1] + c * k[1], u[2] + c * k[2]};
+  };
+  auto tangent = [&](const State& at, const State& d) {
+    State r = d;
+    multiply(jacobian(at), r);
+    return r;
+  };
+  const State k1 = rhs(in);
+  const State p2 = shifted(in, k1, 0.5 * h);
+  const State k2 = rhs(p2);
+  const State p3 = shifted(in, k2, 0.5 * h);
+  const State k3 = rhs(p3);
+  const State p4 = shifted(in, k3, h);
+  const State d1 = tangent(in, v);
+  const State d2 = tangent(p2, shifted(v, d1, 0.5 * h));
+  const State d3 = tangent(p3, shifted(v, d2, 0.5 * h));
+  const State d4 = tangent(p4, shifted(v, d3, h));
+  for (int i = 0; i < 3; ++i) v[i] += h / 6.0 * (d1[i] + 2.0 * d2[i] + 2.0 * d3[i] + d4[i]);
+}
+
 }  // namespace weft::mgrit::problems

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "weft/mgrit/app.hpp"
+#include "weft/mgrit/delta.hpp"
 #include "weft/mgrit/gradient.hpp"
 #include "weft/mgrit/problems/catalogue.hpp"
 #include "weft/mgrit/solver.hpp"
@@ -99,6 +100,23 @@ class Observed {
     return problem_.refine_factor(u, t0, t1, info);
   }
   void check_levels(int levels) const { problem_.check_levels(levels); }
+  // Delta correction's members, where the problem has them (DeltaCorrected<Observed<P>>).
+  template <class P = Problem,
+            std::enable_if_t<mgrit::detail::has_delta_members<P>::value, int> = 0>
+  void step_tangent(const State& u0, const State& u1, State& v, double t0, double t1,
+                    const StepInfo& info) {
+    problem_.step_tangent(u0, u1, v, t0, t1, info);
+  }
+  template <class P = Problem,
+            std::enable_if_t<mgrit::detail::has_delta_members<P>::value, int> = 0>
+  double inner_product(const State& a, const State& b) {
+    return problem_.inner_product(a, b);
+  }
+  template <class P = Problem,
+            std::enable_if_t<mgrit::detail::has_delta_members<P>::value, int> = 0>
+  State basis_vector(double t, int index) {
+    return problem_.basis_vector(t, index);
+  }
 
   const std::map<index_t, SolutionPoint>& observed() const { return observed_; }
 
@@ -233,6 +251,31 @@ RunSummary run_problem(Problem& problem, int width, const RunSettings& s, const 
   if (!s.record_solution) return run_app(problem, nullptr, width, s, layout, error);
   Observed<Problem> app(problem);
   return run_app(app, &app.observed(), width, s, layout, error);
+}
+
+/// With Delta correction (RunSettings::delta_rank): the problem wrapped in DeltaCorrected (and
+/// the observer inside it, so that the recorded values are the solution's); the average
+/// Lyapunov exponents on rank 0 when the basis is estimated (DeltaOptions::exponents()).
+template <class Problem>
+RunSummary run_delta_corrected(Problem& problem, int width, const RunSettings& s,
+                               const Layout& layout) {
+  const DeltaOptions options{s.delta_rank, s.delta_lyapunov, s.delta_relax};
+  auto finish = [&](auto& app, const std::map<index_t, SolutionPoint>* observed) {
+    RunSummary sum = run_app(app, observed, width, s, layout);
+    std::vector<double> sums = app.local_exponent_sums();
+    sums.resize(static_cast<size_t>(s.delta_rank), 0.0);
+    MPI_Allreduce(MPI_IN_PLACE, sums.data(), s.delta_rank, MPI_DOUBLE, MPI_SUM, layout.time);
+    if (options.exponents())
+      for (double x : sums) sum.lyapunov_exponents.push_back(x / (s.t1 - s.t0));
+    return sum;
+  };
+  if (!s.record_solution) {
+    DeltaCorrected<Problem> app(problem, options);
+    return finish(app, nullptr);
+  }
+  Observed<Problem> observed(problem);
+  DeltaCorrected<Observed<Problem>> app(observed, options);
+  return finish(app, &observed.observed());
 }
 
 /// The forward solve, then the adjoint solve (mgrit::gradient): the summary holds the forward

@@ -34,6 +34,7 @@ const std::vector<std::pair<std::string, std::string>>& run_setting_defaults() {
       {"refine_fraction", "0.02"},
       {"max_refinements", "200"},
       {"max_intervals", ""},
+      {"delta_rank", "0"},
   };
   return defaults;
 }
@@ -315,6 +316,37 @@ RunRequest parse_run(const RunText& text) {
         v.integer("max_refinements", 0, "an integer >= 0", std::numeric_limits<int>::max()));
     if (text.values.count("max_intervals"))
       r.max_intervals = v.integer("max_intervals", 1, "an integer >= 1");
+  }
+
+  r.delta_rank = static_cast<int>(
+      v.integer("delta_rank", 0, "an integer >= 0 (0: off)", std::numeric_limits<int>::max()));
+  for (const auto& [on, flag] : {std::pair<bool, const char*>{text.delta_static, "delta_static"},
+                                 {text.delta_relax, "delta_relax"}})
+    if (on && r.delta_rank == 0)
+      throw InvalidOption("run", flag, "needs " + spell("delta_rank") + " >= 1");
+  if (r.delta_rank > 0) {
+    auto refuse = [&](const std::string& why) { throw InvalidOption("run", "delta_rank", why); };
+    const int dimension = r.instance->delta_dimension();
+    if (dimension == 0)
+      refuse("not available for " + spell("problem") + " " + r.problem +
+             "; accepted: " + spell("problem") + " lorenz (its App gives the step's Jacobian)");
+    if (r.delta_rank > dimension)
+      v.invalid("delta_rank", "an integer in [0, " + std::to_string(dimension) + "] (the " +
+                                  "dimension of " + r.problem + "'s state)");
+    if (r.convention != Convention::XBraid)
+      refuse("needs " + spell("convention") + " xbraid (Delta correction follows XBraid's cycle)");
+    for (const auto& [on, flag] : {std::pair<bool, const char*>{text.reverse, "reverse"},
+                                   {text.periodic, "periodic"},
+                                   {text.richardson, "richardson"},
+                                   {text.error_estimates, "error_estimates"},
+                                   {text.refine, "refine"},
+                                   {text.gradient, "gradient"}})
+      if (on) refuse("not with " + spell(flag));
+    r.delta_lyapunov = !text.delta_static;
+    r.delta_relax = text.delta_relax;
+    r.settings.delta_rank = r.delta_rank;
+    r.settings.delta_lyapunov = r.delta_lyapunov;
+    r.settings.delta_relax = r.delta_relax;
   }
 
   // Initial guess and storage

@@ -72,6 +72,13 @@ struct RunSettings {
   /// With Options::refinement: the fraction of the largest error estimate above which a model
   /// problem that refines (linear) splits a step in two.
   double refine_fraction = 0.02;
+  /// Delta correction (weft/mgrit/delta.hpp) with this many basis vectors; 0: off. Problems
+  /// with delta_dimension() > 0 only.
+  int delta_rank = 0;
+  /// With Delta correction: Lyapunov estimation (off: a static basis).
+  bool delta_lyapunov = true;
+  /// With Delta correction: the basis also propagated in relaxation.
+  bool delta_relax = false;
   /// Gather the final fine-grid values on rank 0 (RunSummary::solution).
   bool record_solution = false;
   /// Called on rank 0 once the hierarchy is built, before the solve (a front end prints its
@@ -108,6 +115,9 @@ struct RunSummary {
   /// With Options::error_estimates: the largest fine-point estimate after the solve, and where.
   std::optional<double> largest_estimate;
   double largest_estimate_time = 0;
+  /// With Delta correction and an estimated basis: the average Lyapunov exponents (the local
+  /// exponents of the final sweep's fine C-points summed, over t1 - t0), one per basis vector.
+  std::vector<double> lyapunov_exponents;
   /// With record_solution: every fine point by index (rank 0), `width` values each.
   std::map<index_t, SolutionPoint> solution;
   int width = 0;
@@ -126,6 +136,8 @@ class ModelProblem {
   /// The fine integrator's local order p (local error O(dt^p)), for Richardson extrapolation;
   /// 0 where the problem declares none.
   virtual int local_order() const { return 0; }
+  /// The state's dimension for problems whose App supports Delta correction; 0 otherwise.
+  virtual int delta_dimension() const { return 0; }
 };
 
 struct CatalogueEntry {

@@ -49,6 +49,22 @@ class Lorenz {
     for (double v : u) dot += v * v;
     return std::sqrt(dot);
   }
+  // Delta correction (weft/mgrit/delta.hpp): the step's Jacobian, the Euclidean inner
+  // product, and the unit vectors as the initial basis (ex-07's).
+  /// v <- (dPhi/du)(in) v for the step in -> out of this level's integrator.
+  void step_tangent(const State& in, const State& out, State& v, double t0, double t1,
+                    const StepInfo& info) const;
+  double inner_product(const State& a, const State& b) const {
+    double dot = 0;
+    for (int i = 0; i < 3; ++i) dot += a[i] * b[i];
+    return dot;
+  }
+  State basis_vector(double, int index) const {
+    State e{};
+    e[static_cast<size_t>(index % 3)] = 1.0;
+    return e;
+  }
+
   /// The right-hand side f(u).
   State rhs(const State& u) const {
     return {p_.sigma * (u[1] - u[0]), u[0] * (p_.rho - u[2]) - u[1], u[0] * u[1] - p_.beta * u[2]};

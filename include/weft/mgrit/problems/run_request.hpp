@@ -7,7 +7,8 @@
 // Shared settings (name: default): t0: 0, t1: 2, nt: 64, levels: 3, cf: 4, min_coarse: 2,
 // nrelax: 1, nrelax_coarsest (that level's nrelax), cwt: 1, skip and nested (the convention's),
 // cycle: V, tol: 1e-10, rtol: 0, tnorm: 2, max_iter: 100, init: zero, storage: all,
-// convention: pymgrit, refine_fraction: 0.02, max_refinements: 200, max_intervals (none). cf,
+// convention: pymgrit, refine_fraction: 0.02, max_refinements: 200, max_intervals (none),
+// delta_rank: 0 (Delta correction off). cf,
 // nrelax and cwt take one value or a comma list, one per level (the last repeats). The defaults are
 // PyMGRIT's heat reference run (docs/mgrit.md, §4) iterated to the tolerance.
 #include <functional>
@@ -46,6 +47,11 @@ struct RunText {
   /// Temporal refinement where the error estimates are large (linear; settings
   /// refine_fraction, max_refinements, max_intervals).
   bool refine = false;
+  /// With the setting delta_rank >= 1: Delta correction with a static basis (no Lyapunov
+  /// estimation).
+  bool delta_static = false;
+  /// With delta_rank >= 1: the basis also propagated in the relaxations (ex-07's -fcfLyap).
+  bool delta_relax = false;
   /// Explicit coarse levels (fine indices per coarse level, checked by the front end that read
   /// them); they fix the number of levels.
   std::vector<std::vector<index_t>> points;
@@ -85,6 +91,9 @@ struct RunRequest {
   double refine_fraction = 0.02;
   int max_refinements = 200;
   std::optional<index_t> max_intervals;  ///< the cutoff; none: no limit
+  int delta_rank = 0;                    ///< Delta correction's basis size; 0: off
+  bool delta_lyapunov = true;            ///< with it: Lyapunov estimation
+  bool delta_relax = false;              ///< with it: the basis propagated in relaxation
 };
 
 /// Checks every value of `text` and builds the run. Throws InvalidOption naming the value.
