@@ -47,7 +47,7 @@ struct DeltaState {
   S u{};
   std::vector<S> basis;  ///< psi_1 .. psi_r
   /// Local Lyapunov exponents (log of each Gram-Schmidt norm) over the fine C-interval ending
-  /// here; set at fine C-points by the final sweep with Lyapunov estimation, empty elsewhere.
+  /// here; set at fine C-points by the final sweep when DeltaOptions::exponents(), else empty.
   std::vector<double> exponents;
 };
 

@@ -75,7 +75,7 @@ struct RunSettings {
   /// Delta correction (weft/mgrit/delta.hpp) with this many basis vectors; 0: off. Problems
   /// with delta_dimension() > 0 only.
   int delta_rank = 0;
-  /// With Delta correction: Lyapunov estimation (off: a static basis).
+  /// With Delta correction: Lyapunov estimation (off, with delta_relax off: a static basis).
   bool delta_lyapunov = true;
   /// With Delta correction: the basis also propagated in relaxation.
   bool delta_relax = false;
