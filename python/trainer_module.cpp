@@ -94,6 +94,12 @@ class PythonObserver : public train::Observer {
   void trace_written(const train::TraceWritten& e) override {
     call("trace_written", [&](py::dict& d) { d["rank"] = e.rank, d["path"] = e.path; });
   }
+  void depth_refined(const train::DepthRefined& e) override {
+    call("depth_refined", [&](py::dict& d) {
+      d["rank"] = e.rank, d["epoch"] = e.epoch, d["level"] = e.level;
+      d["from_steps"] = e.from_steps, d["to_steps"] = e.to_steps;
+    });
+  }
   void divergence(const train::DivergenceFound& e) override {
     try {
       call("divergence", [&](py::dict& d) {
@@ -238,6 +244,8 @@ py::dict checkpoint_info(const std::string& dir) {
   d["optimizer"] = info.optimizer;
   d["rows"] = info.example.rows;
   d["cols"] = info.example.cols;
+  d["growth"] = info.growth;
+  d["growth_level"] = info.growth_level;
   return d;
 }
 
@@ -271,9 +279,37 @@ void bind_training(py::module_& m) {
       .def("describe", [](const ModelConfig& c, std::int64_t rows, std::int64_t cols) {
         return train::describe(c, rows, cols);
       });
+  py::class_<train::DepthGrowth>(
+      m, "DepthGrowth",
+      "Nested iteration over depth (weft::train::DepthGrowth): factor r, refinements K, epochs "
+      "at each shallower depth, interpolation 'constant' or 'linear'")
+      .def(py::init<>())
+      .def_readwrite("factor", &train::DepthGrowth::factor)
+      .def_readwrite("refinements", &train::DepthGrowth::refinements)
+      .def_readwrite("epochs", &train::DepthGrowth::epochs)
+      .def_property(
+          "interpolation",
+          [](const train::DepthGrowth& g) { return nn::to_string(g.interpolation); },
+          [](train::DepthGrowth& g, const std::string& name) {
+            g.interpolation = nn::depth_interpolation_from(name, "weft.DepthGrowth");
+          });
+  py::class_<train::IterationControl>(
+      m, "IterationControl",
+      "MGRIT iterations chosen by the training (weft::train::IterationControl): forward and "
+      "backward (which counts are automatic), min_iterations, max_iterations, "
+      "gradient_tolerance, check_every")
+      .def(py::init<>())
+      .def_readwrite("forward", &train::IterationControl::forward)
+      .def_readwrite("backward", &train::IterationControl::backward)
+      .def_readwrite("min_iterations", &train::IterationControl::min_iterations)
+      .def_readwrite("max_iterations", &train::IterationControl::max_iterations)
+      .def_readwrite("gradient_tolerance", &train::IterationControl::gradient_tolerance)
+      .def_readwrite("check_every", &train::IterationControl::check_every);
   py::class_<TrainerOptions>(m, "TrainerOptions", "weft::train::TrainerOptions")
       .def(py::init<>())
+      .def_readwrite("iterations", &TrainerOptions::iterations)
       .def_readwrite("model", &TrainerOptions::model)
+      .def_readwrite("growth", &TrainerOptions::growth)
       .def_readwrite("batch", &TrainerOptions::batch)
       .def_readwrite("epochs", &TrainerOptions::epochs)
       .def_readwrite("optimizer", &TrainerOptions::optimizer)

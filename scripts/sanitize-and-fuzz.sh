@@ -15,7 +15,7 @@ seconds=${WEFT_FUZZ_SECONDS:-60}
 tests=(weft_util_test weft_agree_test weft_mgrit_test weft_solver_test weft_pymgrit_semantics_test
        weft_schedule_test weft_app_check_test weft_step_map_test weft_reference_test weft_catalogue_test weft_data_test
        weft_breadth_problems_test weft_breadth_gradient_test weft_breadth_petsc_test weft_nn_test
-       weft_nn_stages_test weft_nn_spatial_test weft_nn_recurrent_test
+       weft_nn_stages_test weft_nn_spatial_test weft_nn_recurrent_test weft_nn_depth_test
        weft_nn_predict_schedule_test weft_models_stages_net_test
        weft_models_sequence_classifier_test weft_trainer_test)
 fuzzers=(idx cifar image checkpoint)

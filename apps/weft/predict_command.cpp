@@ -48,6 +48,9 @@ Subcommand add_predict_command(CLI::App& weft) {
       [flags, extra, cmd](MPI_Comm comm) {
         PredictConfig p;
         p.train = resolve_network_flags(*flags);
+        if (p.train.iterations.forward || p.train.iterations.backward)
+          invalid_value(p.train.iterations.forward ? "--fwd-iters" : "--bwd-iters", "auto",
+                        "an integer >= 1 (weft predict prices a fixed count)");
         auto given = [&](const char* name) { return cmd->count(name) > 0; };
         auto text = [&](const char* name) { return extra->at(name); };
         if (given("--json")) p.json_path = text("--json");

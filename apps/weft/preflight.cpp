@@ -132,4 +132,17 @@ void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::st
         c.epochs, c.resume_dir, epoch, epoch));
 }
 
+void check_resume_growth(const TrainConfig& c, const train::DepthGrowth& stored) {
+  if (!c.given.count("--grow-depth")) return;
+  const std::string given = fmt::format("{},{}", c.growth.factor, c.growth.refinements);
+  const std::string saved = stored.active()
+                                ? fmt::format("{},{}", stored.factor, stored.refinements)
+                                : std::string("none");
+  if (given != saved)
+    throw InvalidOption(fmt::format(
+        "option --grow-depth: '{}' differs from the depth growth of checkpoint {} ({}); with "
+        "--resume leave it out (the checkpoint fixes it) or start a new run",
+        given, c.resume_dir, saved));
+}
+
 }  // namespace weft::cli

@@ -23,5 +23,8 @@ void check_model_data(const ModelConfig& model, int spatial_dims, std::int64_t c
 /// the checkpoint's (`stored`, `optimizer`), and for --epochs not beyond the checkpoint's `epoch`.
 void check_resume(const TrainConfig& c, const ModelConfig& stored, const std::string& optimizer,
                   int epoch);
+/// With --resume and --grow-depth given: throws weft::InvalidOption when it differs from the
+/// checkpoint's depth growth (`stored`; none when the checkpoint has none).
+void check_resume_growth(const TrainConfig& c, const train::DepthGrowth& stored);
 
 }  // namespace weft::cli

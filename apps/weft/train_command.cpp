@@ -143,8 +143,11 @@ mgrit::Options solver_options(const Flags& f, const std::string& dir, const Reci
     invalid_value(p + "levels", f.get(p + "levels", ""), "1 with --exact",
                   "--exact means one level in both directions");
   const std::string default_iters = dir == "fwd" ? recipe.fwd_iters : recipe.bwd_iters;
-  const int iters = static_cast<int>(
-      parse_integer(p + "iters", f.get(p + "iters", default_iters), 1, "an integer >= 1"));
+  // auto: chosen by the training (resolve_train), starting from the default count.
+  const std::string iters_text = f.get(p + "iters", default_iters);
+  const int iters =
+      static_cast<int>(parse_integer(p + "iters", iters_text == "auto" ? default_iters : iters_text,
+                                     1, "an integer >= 1 or auto"));
   const double tol = parse_number(p + "tol", f.get(p + "tol", D::tol), "a number >= 0");
   if (tol < 0) invalid_value(p + "tol", f.get(p + "tol", D::tol), "a number >= 0");
   mgrit::Options o;
@@ -184,6 +187,46 @@ void refuse_foreign_flags(const Flags& f, const train::ModelKind& kind,
                   kind.staged() && resnet_only
                       ? "--model " + kind.name + " takes --stage-channels and --stage-steps"
                       : "");
+  }
+}
+
+// --fwd-iters auto / --bwd-iters auto and the controller's --auto-* settings.
+void resolve_iteration_control(const Flags& f, TrainConfig& c) {
+  for (const bool forward : {true, false}) {
+    const std::string flag = forward ? "--fwd-iters" : "--bwd-iters";
+    if (f.get(flag, "") != "auto") continue;
+    (forward ? c.iterations.forward : c.iterations.backward) = true;
+    if (f.serial)
+      invalid_value(flag, "auto", "an integer >= 1 with --serial", "--serial trains without MGRIT");
+    const int levels = (forward ? c.parallel.forward() : c.parallel.backward()).max_levels();
+    if (levels < 2)
+      invalid_value(flag, "auto",
+                    "an integer >= 1 in exact mode (" + std::string(forward ? "--fwd" : "--bwd") +
+                        "-levels 1)",
+                    "one level solves exactly: there are no iterations to choose");
+  }
+  const char* settings[] = {"--auto-tol", "--auto-check", "--auto-max"};
+  if (!c.iterations.active()) {
+    for (const char* flag : settings)
+      if (!f.get(flag, "").empty())
+        invalid_value(flag, f.get(flag, ""),
+                      "a value used with --fwd-iters auto or --bwd-iters auto");
+    return;
+  }
+  const std::string tol = f.get("--auto-tol", "0.05");
+  c.iterations.gradient_tolerance = parse_number("--auto-tol", tol, "a number in (0, 1)");
+  if (!(c.iterations.gradient_tolerance > 0 && c.iterations.gradient_tolerance < 1))
+    invalid_value("--auto-tol", tol, "a number in (0, 1)");
+  c.iterations.check_every = static_cast<int>(parse_integer(
+      "--auto-check", f.get("--auto-check", "50"), 1, "an integer in [1, 1000000]", 1000000));
+  c.iterations.max_iterations = static_cast<int>(
+      parse_integer("--auto-max", f.get("--auto-max", "8"), 1, "an integer in [1, 100]", 100));
+  for (const bool forward : {true, false}) {
+    const int start = (forward ? c.parallel.forward() : c.parallel.backward()).max_iterations();
+    if ((forward ? c.iterations.forward : c.iterations.backward) &&
+        start > c.iterations.max_iterations)
+      invalid_value("--auto-max", std::to_string(c.iterations.max_iterations),
+                    "an integer >= the starting iterations " + std::to_string(start));
   }
 }
 
@@ -345,6 +388,28 @@ TrainConfig resolve_train(const Flags& f) {
                   "a count used with --trace FILE (no --trace given)");
   c.checkpoint_dir = f.get("--checkpoint", "");
   c.resume_dir = f.get("--resume", "");
+  const std::string grow = f.get("--grow-depth", "");
+  if (!grow.empty()) {
+    const std::string accepted = "R,K: a factor R in [2, 64] and K >= 1 refinements";
+    const std::vector<int> rk = parse_int_list("--grow-depth", grow, 1, accepted);
+    if (rk.size() != 2 || rk[0] < 2 || rk[0] > 64 || rk[1] > 16)
+      invalid_value("--grow-depth", grow, accepted + " (K <= 16)");
+    c.growth.factor = rk[0];
+    c.growth.refinements = rk[1];
+    c.given.insert("--grow-depth");
+  }
+  for (const char* flag : {"--grow-epochs", "--grow-interpolation"})
+    if (!f.get(flag, "").empty() && grow.empty())
+      invalid_value(flag, f.get(flag, ""), "a value used with --grow-depth R,K (none given)");
+  if (!f.get("--grow-epochs", "").empty())
+    c.growth.epochs = parse_int_list("--grow-epochs", f.get("--grow-epochs", ""), 1,
+                                     "K integers >= 1: epochs at each shallower depth");
+  const std::vector<std::string> interpolations = {"constant", "linear"};
+  if (!f.get("--grow-interpolation", "").empty())
+    c.growth.interpolation = nn::depth_interpolation_from(
+        interpolations[parse_choice("--grow-interpolation", f.get("--grow-interpolation", ""),
+                                    interpolations)],
+        "weft train");
   c.parallel.forward(solver_options(f, "fwd", recipe)).backward(solver_options(f, "bwd", recipe));
   if (f.options.at("--spatial-levels")->count() > 0) {
     auto given = [&](const char* flag) {
@@ -357,6 +422,7 @@ TrainConfig resolve_train(const Flags& f) {
                          given("--bwd-nrelax"));
   }
   c.parallel.validate();
+  resolve_iteration_control(f, c);
   return c;
 }
 
@@ -462,9 +528,11 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
            fmt::format("{} MGRIT levels; 1 = exact sequential solve (default {}; {} with --model "
                        "stages)",
                        what, exact.levels, stages.levels));
-    f->add(*cmd, ("--" + dir + "-iters").c_str(), "INT",
-           fmt::format("{} MGRIT iterations (default {}; {} with --model stages)", what,
-                       fwd ? exact.fwd_iters : exact.bwd_iters,
+    f->add(*cmd, ("--" + dir + "-iters").c_str(), "INT|auto",
+           fmt::format("{} MGRIT iterations (default {}; {} with --model stages); weft train: "
+                       "auto = chosen batch by batch from the solves' residuals and "
+                       "exact-gradient checks, starting from the default (--auto-*)",
+                       what, fwd ? exact.fwd_iters : exact.bwd_iters,
                        fwd ? stages.fwd_iters : stages.bwd_iters));
     f->add(*cmd, ("--" + dir + "-cf").c_str(), "INT[,INT...]",
            fmt::format("{} coarsening factor per level (default {}; {} with --model stages)", what,
@@ -522,6 +590,22 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--resume", "DIR",
          "continue the run saved in DIR (architecture, seed and optimizer from DIR; "
          "--epochs counts from the start of the run)");
+  f->add(*cmd, "--auto-tol", "X",
+         "with --fwd-iters/--bwd-iters auto: the relative error of the parameter gradient "
+         "accepted at the exact-gradient checks (default 0.05)");
+  f->add(*cmd, "--auto-check", "K",
+         "with auto iterations: batches between exact-gradient checks (default 50)");
+  f->add(*cmd, "--auto-max", "N",
+         "with auto iterations: the most iterations per solve (default 8)");
+  f->add(*cmd, "--grow-depth", "R,K",
+         "nested iteration over depth: train with every stage's steps divided by R^K first and "
+         "refine the depth by R, K times, to the steps given (same T; docs/training.md)");
+  f->add(*cmd, "--grow-epochs", "E1,...,EK",
+         "with --grow-depth: epochs at each shallower depth, shallowest first; the full depth "
+         "trains the rest of --epochs (default 1 each)");
+  f->add(*cmd, "--grow-interpolation", "constant|linear",
+         "with --grow-depth: the refined steps' parameters, piecewise constant or linear in "
+         "time (default constant)");
   return Subcommand{cmd,
                     [f](MPI_Comm comm) { return network_runners().train(resolve_train(*f), comm); },
                     network_program};

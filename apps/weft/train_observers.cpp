@@ -80,6 +80,29 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
               c.optimizer.c_str(), c.lr, c.lr_schedule == "cosine" ? " (cosine decay)" : "",
               c.optimizer == "sgd" ? fmt::format(" momentum {}", c.momentum).c_str() : "",
               static_cast<long long>(c.batch), c.epochs, e.start_epoch, e.torch_threads);
+  if (c.growth.active()) {
+    std::string depths;
+    for (int k = 0; k <= c.growth.refinements; ++k)
+      depths += (k ? " -> " : "") +
+                std::to_string(train::step_layers(train::model_at_level(c.model, c.growth, k)));
+    std::string epochs;
+    for (int n : train::growth_epochs(c.growth))
+      epochs += (epochs.empty() ? "" : ", ") + std::to_string(n);
+    std::printf(
+        "  depth grows: %s steps (factor %d, %s interpolation), epochs %s at the "
+        "shallower depths\n",
+        depths.c_str(), c.growth.factor, nn::to_string(c.growth.interpolation).c_str(),
+        epochs.c_str());
+  }
+  if (c.iterations.active())
+    std::printf(
+        "  iterations: %s chosen by the training, %d to %d, exact-gradient checks every "
+        "%d batches, gradient error accepted %g\n",
+        c.iterations.forward && c.iterations.backward ? "forward and adjoint"
+        : c.iterations.forward                        ? "forward"
+                                                      : "adjoint",
+        c.iterations.min_iterations, c.iterations.max_iterations, c.iterations.check_every,
+        c.iterations.gradient_tolerance);
   if (!c.serial) {
     std::string text =
         nn::to_string(c.parallel, train::model_kind(c.model).staged() && c.model.batchnorm);
@@ -106,6 +129,22 @@ void ConsoleReport::epoch_done(const train::EpochDone& e) {
       "per batch %.1f ms (forward %.1f ms, backward %.1f ms, optimizer %.2f ms)\n",
       m.epoch, m.train_loss, m.train_accuracy, m.test_loss, m.test_accuracy, m.epoch_seconds,
       m.batch_ms, m.forward_ms, m.backward_ms, m.optimizer_ms);
+  if (m.iteration_control)
+    std::printf(
+        "  iterations: forward %.2f (at most %.0f), adjoint %.2f (at most %.0f); %lld "
+        "exact-gradient checks%s; %lld fallbacks to exact mode; %.0f ms recomputing\n",
+        m.fwd_iterations.value_or(0), m.fwd_iterations_max.value_or(0),
+        m.bwd_iterations.value_or(0), m.bwd_iterations_max.value_or(0),
+        static_cast<long long>(m.gradient_checks.value_or(0)),
+        m.gradient_error ? fmt::format(", gradient error {:.3g}", *m.gradient_error).c_str() : "",
+        static_cast<long long>(m.fallbacks.value_or(0)), m.control_ms.value_or(0));
+  std::fflush(stdout);
+}
+
+void ConsoleReport::depth_refined(const train::DepthRefined& e) {
+  if (e.rank != 0) return;
+  std::printf("depth refined before epoch %d: %lld -> %lld steps\n", e.epoch,
+              static_cast<long long>(e.from_steps), static_cast<long long>(e.to_steps));
   std::fflush(stdout);
 }
 

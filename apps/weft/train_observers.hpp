@@ -50,6 +50,7 @@ class ConsoleReport : public train::Observer {
   void batch_done(const train::BatchDone& e) override;
   void epoch_done(const train::EpochDone& e) override;
   void trace_written(const train::TraceWritten& e) override;
+  void depth_refined(const train::DepthRefined& e) override;
 
  private:
   const TrainConfig& config_;

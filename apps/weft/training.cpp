@@ -169,9 +169,24 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
   if (!c.resume_dir.empty())
     mpi::collectively(world, [&]() {
       stored = train::read_checkpoint_info(c.resume_dir);
-      check_resume(c, stored->model, stored->optimizer, stored->epoch);
-      c.model = stored->model;
+      // Mid-way through nested iteration the checkpoint's model is shallower than the run's.
+      const train::DepthGrowth& g = stored->growth;
+      const ModelConfig full = g.active()
+                                   ? train::full_depth_model(stored->model, g, stored->growth_level)
+                                   : stored->model;
+      check_resume(c, full, stored->optimizer, stored->epoch);
+      check_resume_growth(c, g);
+      c.model = full;
+      c.growth = g;
     });
+  // Every rank knows: checked before any work, in the flags' names.
+  try {
+    train::validate_growth(c.growth, c.model, c.epochs, c.serial ? 1 : ranks / replicas,
+                           !c.checkpoint_dir.empty());
+  } catch (const InvalidOption& e) {
+    const std::string flag = e.option() == "grow_epochs" ? "--grow-epochs" : "--grow-depth";
+    throw InvalidOption("option " + flag + ": " + e.detail());
+  }
   c.data_dir = data_folder(c.data_dir, world);
 
   // Every rank reads the (small) data set, or indexes the image files it streams: the input

@@ -1,6 +1,8 @@
 """weft.Trainer: the C++ Trainer from Python, with the zoo's models or a network of Python
 layers, observers written in Python, and its errors on every rank."""
 import math
+import pathlib
+import tempfile
 
 import pytest
 import torch
@@ -139,3 +141,62 @@ def test_data_comes_from_the_cpp_reader(comm):
     assert std == pytest.approx(math.sqrt((x * x).mean().item() - mean * mean), rel=1e-9)
     with pytest.raises(weft.BadData):
         weft.data.load_split("/nonexistent", "train", 5)
+
+
+class Depths:
+    def __init__(self):
+        self.refined, self.depths = [], []
+
+    def depth_refined(self, d):
+        self.refined.append((d["epoch"], d["from_steps"], d["to_steps"]))
+
+    def epoch_done(self, d):
+        self.depths.append(d["depth"])
+
+
+def test_nested_iteration_grows_the_depth_like_the_sequential_reference(comm):
+    tmp_path_shared = pathlib.Path(comm.bcast(tempfile.mkdtemp() if comm.rank == 0 else None))
+    runs = []
+    for serial in (False, True):
+        log = Depths()
+        trainer = weft.Trainer(comm, bands(64, 1), bands(32, 2),
+                               model=dict(kind="resnet", channels=2, steps=12), batch=16,
+                               epochs=3, lr=1e-2, threads=1, serial=serial, observers=[log],
+                               growth=dict(factor=2, refinements=2, epochs=[1, 1],
+                                           interpolation="linear"),
+                               checkpoint_dir=str(tmp_path_shared / f"grow{int(serial)}"))
+        trainer.fit()
+        runs.append(log)
+    if comm.rank == 0:
+        for log in runs:
+            assert log.refined == [(2, 3, 6), (3, 6, 12)]
+            assert log.depths == [3, 6, 12]
+        info = weft.checkpoint_info(str(tmp_path_shared / "grow0"))
+        assert info["growth"].refinements == 2
+        assert info["growth"].interpolation == "linear"
+        assert info["growth_level"] == 2
+        assert info["model"].steps == 12
+    with pytest.raises(weft.InvalidOption, match="grow_factor"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), model=dict(kind="resnet", steps=12),
+                     growth=dict(factor=5, refinements=1))
+    with pytest.raises(TypeError, match="unknown growth field"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), growth=dict(levels=2))
+
+
+def test_iterations_chosen_by_the_training_are_checked_and_reported(comm):
+    log = Log()
+    trainer = weft.Trainer(comm, bands(64, 1), bands(32, 2),
+                           model=dict(kind="resnet", channels=2, steps=8), batch=16, epochs=1,
+                           lr=1e-2, threads=1, observers=[log],
+                           parallel=weft.Options.multilevel(2, 2, 1, 1),
+                           iterations=dict(forward=True, backward=True, check_every=2,
+                                           max_iterations=3))
+    trainer.fit()
+    (epoch,) = log.epochs
+    assert epoch["gradient_checks"] >= 2
+    assert 0 <= epoch["gradient_error"] < 1
+    assert epoch["fwd_iterations_max"] <= 3 and epoch["bwd_iterations_max"] <= 3
+    assert epoch["fallbacks"] >= 0 and epoch["step_evaluations"] > 0
+    assert same_everywhere(comm, epoch["gradient_error"])
+    with pytest.raises(weft.InvalidOption, match="iteration_control"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), iterations=dict(forward=True))  # exact mode

@@ -28,7 +28,9 @@ import torch
 
 from ._weft import (  # noqa: F401
     BadData,
+    DepthGrowth,
     Divergence,
+    IterationControl,
     Error,
     InvalidOption,
     LayerParallelCore,
@@ -52,7 +54,7 @@ from ._weft import (  # noqa: F401
 )
 
 __all__ = [
-    "Trainer", "TrainerOptions", "ModelConfig", "checkpoint_info", "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
+    "Trainer", "TrainerOptions", "DepthGrowth", "IterationControl", "ModelConfig", "checkpoint_info", "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
     "BadData", "Divergence", "MpiError", "StepError", "keep_freed_memory", "trace_start", "trace_batch", "trace_phase",
     "trace_batch_begin", "trace_batch_end", "trace_write", "trace_stop", "layer_stream_seed",
 ]
@@ -417,10 +419,16 @@ class Trainer:
     checkpoints. seed: the shuffles' seed (and the initialisation of the zoo's models; default 1).
     The other keywords are weft.TrainerOptions fields (batch, epochs, optimizer, lr,
     lr_schedule, momentum, threads, serial, data_ranks, parallel, eval_batch, checkpoint_dir,
-    resume_dir, trace_path, trace_batches).
+    resume_dir, trace_path, trace_batches, growth). growth: nested iteration over depth, a
+    weft.DepthGrowth or a dict of its fields (factor, refinements, epochs, interpolation): the
+    model trains first with its steps divided by factor**refinements and is refined after each
+    entry of epochs (docs/training.md). iterations: MGRIT iterations chosen by the training, a
+    weft.IterationControl or a dict of its fields (forward, backward, min_iterations,
+    max_iterations, gradient_tolerance, check_every).
 
     Observers: any objects with some of the methods run_started, epoch_started, batch_done,
-    evaluation_done, epoch_done, checkpoint_written, trace_written, divergence; each is called
+    evaluation_done, epoch_done, checkpoint_written, trace_written, divergence, depth_refined;
+    each is called
     with a dict of the event's figures on every rank that trains (d["rank"] says which; with
     serial=True rank 0 alone). What an observer raises ends the run on every rank as weft.Error.
     Every method is collective: call it on every rank of `comm`.
@@ -432,6 +440,14 @@ class Trainer:
         for key, value in options.items():
             if not hasattr(opts, key) or key.startswith("_"):
                 raise TypeError(f"weft.Trainer: unknown option '{key}'")
+            kinds = {"growth": DepthGrowth, "iterations": IterationControl}
+            if key in kinds and isinstance(value, dict):
+                made = kinds[key]()
+                for field, v in value.items():
+                    if not hasattr(made, field) or field.startswith("_"):
+                        raise TypeError(f"weft.Trainer: unknown {key} field '{field}'")
+                    setattr(made, field, v)
+                value = made
             setattr(opts, key, value)
         if model is not None and network is not None:
             raise TypeError("weft.Trainer: give model or network, not both")

@@ -239,17 +239,41 @@ void save_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& m
 
 std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
                             torch::optim::Optimizer* optimizer) {
+  return load_checkpoint(dir, comm, module, optimizer, KeySources());
+}
+
+std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
+                            torch::optim::Optimizer* optimizer, const KeySources& sources) {
   std::string metadata;
   if (optimizer) require_supported(*optimizer);
   collectively(comm, "loading checkpoint " + dir, [&]() {
     const json manifest = read_manifest(dir);
     metadata = manifest.value("metadata", json::object()).dump();
-    std::map<std::string, torch::Tensor> wanted = named_tensors(module);
-    std::set<std::string> found;
+    // Each tensor of the module is the weighted sum of its sources (itself without `sources`);
+    // integer tensors (batch norm's batch count) and Adam's step take their heaviest source.
+    struct Target {
+      torch::Tensor tensor;
+      std::size_t sources = 0, loaded = 0;
+      double heaviest = -1;
+      std::map<std::string, torch::Tensor> fields;  ///< optimizer state, accumulated
+      std::map<std::string, std::size_t> field_sources;
+    };
+    std::map<std::string, Target> targets;
+    std::map<std::string, std::vector<std::pair<std::string, double>>> needed;  // stored -> uses
+    for (auto& [name, tensor] : named_tensors(module)) {
+      Target& t = targets[name];
+      t.tensor = tensor;
+      const auto from =
+          sources ? sources(name) : std::vector<std::pair<std::string, double>>{{name, 1.0}};
+      t.sources = from.size();
+      for (const auto& [key, weight] : from) needed[key].emplace_back(name, weight);
+    }
     torch::NoGradGuard no_grad;
+    for (auto& [name, t] : targets)
+      if (t.tensor.is_floating_point()) t.tensor.zero_();
     for (const auto& part : manifest.at("parts")) {
       bool relevant = false;
-      for (const auto& key : part.at("keys")) relevant = relevant || wanted.count(key) > 0;
+      for (const auto& key : part.at("keys")) relevant = relevant || needed.count(key) > 0;
       if (!relevant) continue;
       const std::string file = (fs::path(dir) / part.at("file").get<std::string>()).string();
       if (!fs::exists(file)) throw BadData("missing file " + file);
@@ -261,49 +285,75 @@ std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Mo
       }
       try {
         for (const auto& key_json : part.at("keys")) {
-          const std::string name = key_json.get<std::string>();
-          auto it = wanted.find(name);
-          if (it == wanted.end()) continue;
+          const std::string key = key_json.get<std::string>();
+          auto it = needed.find(key);
+          if (it == needed.end()) continue;
           torch::Tensor stored;
-          archive.read("model/" + name, stored);
-          if (stored.sizes() != it->second.sizes())
-            throw BadData("part file " + file + ": '" + name + "' has shape " +
-                          c10::str(stored.sizes()) + ", the model expects " +
-                          c10::str(it->second.sizes()));
-          it->second.copy_(stored);
-          found.insert(name);
-          if (!optimizer) continue;
-          auto read = [&](const std::string& field) {
-            torch::Tensor t;
-            if (!archive.try_read("optim/" + name + "/" + field, t)) return torch::Tensor();
-            return t.to(it->second.device());
-          };
-          auto& state = optimizer->state();
-          if (dynamic_cast<torch::optim::SGD*>(optimizer)) {
-            torch::Tensor buffer = read("momentum_buffer");
-            if (!buffer.defined()) continue;
-            auto s = std::make_unique<torch::optim::SGDParamState>();
-            s->momentum_buffer(buffer);
-            state[state_key(it->second)] = std::move(s);
-          } else {
-            torch::Tensor step = read("step");
-            if (!step.defined()) continue;
-            auto s = std::make_unique<torch::optim::AdamParamState>();
-            s->step(step.item<int64_t>());
-            s->exp_avg(read("exp_avg"));
-            s->exp_avg_sq(read("exp_avg_sq"));
-            torch::Tensor max_sq = read("max_exp_avg_sq");
-            if (max_sq.defined()) s->max_exp_avg_sq(max_sq);
-            state[state_key(it->second)] = std::move(s);
+          archive.read("model/" + key, stored);
+          std::map<std::string, torch::Tensor> stored_fields;
+          if (optimizer)
+            for (const char* field :
+                 {"momentum_buffer", "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+              torch::Tensor f;
+              if (archive.try_read("optim/" + key + "/" + field, f)) stored_fields[field] = f;
+            }
+          for (const auto& [name, weight] : it->second) {
+            Target& t = targets.at(name);
+            if (stored.sizes() != t.tensor.sizes())
+              throw BadData("part file " + file + ": '" + key + "' has shape " +
+                            c10::str(stored.sizes()) + ", the model expects " +
+                            c10::str(t.tensor.sizes()) +
+                            (key == name ? std::string() : " for '" + name + "'"));
+            const bool heaviest = weight > t.heaviest;
+            if (t.tensor.is_floating_point())
+              t.tensor.add_(stored.to(t.tensor.device(), t.tensor.scalar_type()), weight);
+            else if (heaviest)
+              t.tensor.copy_(stored);
+            for (const auto& [field, value] : stored_fields) {
+              torch::Tensor& acc = t.fields[field];
+              const torch::Tensor v = value.to(t.tensor.device());
+              if (field == "step")
+                acc = acc.defined() && !heaviest ? acc : v;
+              else
+                acc = acc.defined() ? acc.add(v, weight) : v.mul(weight);
+              ++t.field_sources[field];
+            }
+            if (heaviest) t.heaviest = weight;
+            ++t.loaded;
           }
         }
       } catch (const c10::Error& e) {
         throw BadData("part file " + file + ": " + torch_message(e));
       }
     }
-    for (const auto& [name, tensor] : wanted)
-      if (!found.count(name))
-        throw BadData("no value for '" + name + "' (a checkpoint of a different network?)");
+    for (const auto& [key, uses] : needed)
+      for (const auto& [name, weight] : uses)
+        if (targets.at(name).loaded < targets.at(name).sources)
+          throw BadData("no value for '" + key + "'" +
+                        (key == name ? std::string() : " (for '" + name + "')") +
+                        " (a checkpoint of a different network?)");
+    if (!optimizer) return;
+    auto& state = optimizer->state();
+    for (auto& [name, t] : targets) {
+      auto complete = [&](const char* field) {
+        const auto it = t.field_sources.find(field);
+        return it != t.field_sources.end() && it->second == t.sources;
+      };
+      if (dynamic_cast<torch::optim::SGD*>(optimizer)) {
+        if (!complete("momentum_buffer")) continue;
+        auto s = std::make_unique<torch::optim::SGDParamState>();
+        s->momentum_buffer(t.fields.at("momentum_buffer"));
+        state[state_key(t.tensor)] = std::move(s);
+      } else {
+        if (!complete("step") || !complete("exp_avg") || !complete("exp_avg_sq")) continue;
+        auto s = std::make_unique<torch::optim::AdamParamState>();
+        s->step(t.fields.at("step").item<int64_t>());
+        s->exp_avg(t.fields.at("exp_avg"));
+        s->exp_avg_sq(t.fields.at("exp_avg_sq"));
+        if (complete("max_exp_avg_sq")) s->max_exp_avg_sq(t.fields.at("max_exp_avg_sq"));
+        state[state_key(t.tensor)] = std::move(s);
+      }
+    }
   });
   return metadata;
 }

@@ -55,9 +55,24 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
                     std::to_string(info.normalization.channel_mean.size()) +
                     " channels, the examples " + std::to_string(info.example.channels));
     info.optimizer = meta.at("optimizer").get<std::string>();
+    if (meta.contains("growth")) {
+      const json& g = meta.at("growth");
+      info.growth.factor = g.at("factor").get<int>();
+      info.growth.refinements = g.at("refinements").get<int>();
+      info.growth.epochs = g.at("epochs").get<std::vector<int>>();
+      info.growth.interpolation = nn::depth_interpolation_from(
+          g.at("interpolation").get<std::string>(), "checkpoint " + dir);
+      info.growth_level = g.at("level").get<int>();
+      if (!info.growth.active() || info.growth.factor < 2 || info.growth_level < 0 ||
+          info.growth_level > info.growth.refinements ||
+          static_cast<int>(info.growth.epochs.size()) != info.growth.refinements)
+        throw BadData("checkpoint " + dir + ": the depth growth schedule is not valid");
+    }
   } catch (const json::exception& e) {
     throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
   } catch (const std::domain_error& e) {
+    throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
+  } catch (const InvalidOption& e) {
     throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
   }
   return info;

@@ -73,10 +73,39 @@ const nn::SolveReport* Classifier::solve_report(bool forward) {
   return forward ? &parallel_->statistics().forward : &parallel_->statistics().backward;
 }
 
+nn::LayerParallelOptions Classifier::solver_options() {
+  if (recurrent_) return recurrent_->recurrent()->options().solver();
+  if (serial_) return nn::LayerParallelOptions::exact();
+  return parallel_->options();
+}
+
+void Classifier::set_solver_options(const nn::LayerParallelOptions& options) {
+  if (recurrent_)
+    recurrent_->recurrent()->set_solver(options);
+  else if (!serial_)
+    parallel_->set_options(options);
+}
+
 BatchOutcome Classifier::train(const torch::Tensor& x, const torch::Tensor& y,
                                torch::optim::Optimizer& opt, PhaseTimes& t, double weight) {
-  BatchOutcome out;
   opt.zero_grad();
+  BatchOutcome out = gradients(x, y, t, weight);
+  step(opt, t);
+  return out;
+}
+
+void Classifier::step(torch::optim::Optimizer& opt, PhaseTimes& t) {
+  const double t0 = now();
+  {
+    trace::Span phase("optimizer", "train", trace::Kind::Phase);
+    opt.step();
+  }
+  t.optimizer = now() - t0;
+}
+
+BatchOutcome Classifier::gradients(const torch::Tensor& x, const torch::Tensor& y, PhaseTimes& t,
+                                   double weight) {
+  BatchOutcome out;
   double t0 = now();
   if (serial_ || recurrent_) {  // the same logits and loss on every rank
     torch::Tensor logits;
@@ -94,12 +123,8 @@ BatchOutcome Classifier::train(const torch::Tensor& x, const torch::Tensor& y,
       loss.backward();
       if (recurrent_ && data_ != MPI_COMM_NULL) average_gradients();
     }
-    double t2 = now();
-    {
-      trace::Span phase("optimizer", "train", trace::Kind::Phase);
-      opt.step();
-    }
-    t = {t1 - t0, t2 - t1, now() - t2};
+    t.forward = t1 - t0;
+    t.backward = now() - t1;
     return out;
   }
   torch::Tensor logits;
@@ -119,12 +144,8 @@ BatchOutcome Classifier::train(const torch::Tensor& x, const torch::Tensor& y,
     check_finite(out.loss);  // the same value on every rank: every rank stops together
     loss.backward();
   }
-  double t2 = now();
-  {
-    trace::Span phase("optimizer", "train", trace::Kind::Phase);
-    opt.step();
-  }
-  t = {t1 - t0, t2 - t1, now() - t2};
+  t.forward = t1 - t0;
+  t.backward = now() - t1;
   out.correct = parallel_->broadcast_from_output(correct);
   return out;
 }

@@ -55,6 +55,15 @@ class Classifier {
   /// replicas' average is the mean over the global batch. Throws Diverged (on every rank).
   BatchOutcome train(const torch::Tensor& x, const torch::Tensor& y, torch::optim::Optimizer& opt,
                      PhaseTimes& t, double weight = 1.0);
+  /// train() in two halves: the batch's gradients, accumulated into the parameters' (zero them
+  /// first) [t.forward, t.backward], and the optimizer step [t.optimizer].
+  BatchOutcome gradients(const torch::Tensor& x, const torch::Tensor& y, PhaseTimes& t,
+                         double weight = 1.0);
+  void step(torch::optim::Optimizer& opt, PhaseTimes& t);
+  /// The solvers' options in force (exact mode for the sequential reference), and new ones
+  /// (collective; ignored by the sequential reference).
+  nn::LayerParallelOptions solver_options();
+  void set_solver_options(const nn::LayerParallelOptions& options);
   /// Sums of losses and correct predictions over the batch, on every rank; `confusion`
   /// (classes x classes, row = true label) is accumulated on the rank that has the logits.
   BatchOutcome evaluate(const torch::Tensor& x, const torch::Tensor& y,

@@ -127,6 +127,20 @@ json metrics_json(const EpochMetrics& m) {
                  {"lr_end", m.lr_end},
                  {"model", m.model},
                  {"serial", m.serial}};
+  if (m.depth) record["depth"] = *m.depth;
+  if (m.fwd_iterations) {
+    record["fwd_iterations_mean"] = *m.fwd_iterations;
+    record["bwd_iterations_mean"] = optional_number(m.bwd_iterations);
+    record["fwd_iterations_max"] = optional_number(m.fwd_iterations_max);
+    record["bwd_iterations_max"] = optional_number(m.bwd_iterations_max);
+  }
+  if (m.step_evaluations) record["step_evaluations"] = *m.step_evaluations;
+  if (m.iteration_control) {
+    record["fallbacks"] = m.fallbacks.value_or(0);
+    record["gradient_checks"] = m.gradient_checks.value_or(0);
+    record["gradient_error"] = optional_number(m.gradient_error);
+    record["control_ms"] = optional_number(m.control_ms);
+  }
   if (!m.per_rank.empty()) {
     json per_rank = json::array();
     for (const RankTiming& r : m.per_rank)
@@ -146,13 +160,22 @@ std::string to_json(const EpochMetrics& m) {
 
 std::string checkpoint_metadata(const ModelConfig& model, const ExampleShape& example, int epoch,
                                 const Normalization& normalization, const std::string& optimizer,
-                                const EpochMetrics& metrics) {
-  const json meta = {{"model", model_json(model)},
-                     {"image", example_json(example)},
-                     {"epoch", epoch},
-                     {"normalization", normalization_json(normalization)},
-                     {"optimizer", optimizer},
-                     {"metrics", metrics_json(metrics)}};
+                                const EpochMetrics& metrics, const DepthGrowth& growth,
+                                int growth_level) {
+  json meta = {{"model", model_json(model)},
+               {"image", example_json(example)},
+               {"epoch", epoch},
+               {"normalization", normalization_json(normalization)},
+               {"optimizer", optimizer},
+               {"metrics", metrics_json(metrics)}};
+  // Nested iteration: "model" is the network at `level` (what the parameters fit), so the
+  // checkpoint evaluates as it is and a resumed run continues the schedule.
+  if (growth.active())
+    meta["growth"] = {{"factor", growth.factor},
+                      {"refinements", growth.refinements},
+                      {"epochs", growth_epochs(growth)},
+                      {"interpolation", nn::to_string(growth.interpolation)},
+                      {"level", growth_level}};
   return meta.dump();
 }
 

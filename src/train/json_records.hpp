@@ -24,6 +24,7 @@ nlohmann::json metrics_json(const EpochMetrics& m);
 /// The metadata a Trainer writes with each checkpoint.
 std::string checkpoint_metadata(const ModelConfig& model, const ExampleShape& example, int epoch,
                                 const Normalization& normalization, const std::string& optimizer,
-                                const EpochMetrics& metrics);
+                                const EpochMetrics& metrics, const DepthGrowth& growth = {},
+                                int growth_level = 0);
 
 }  // namespace weft::train

@@ -31,6 +31,21 @@ void validate(const TrainerOptions& o, int ranks) {
                               std::to_string(ranks) + " ranks do not split into " +
                               std::to_string(o.data_ranks) +
                               " replicas); accepted: a divisor of the ranks");
+  validate(o.iterations);
+  if (o.iterations.active() && o.serial)
+    invalid("iteration_control",
+            "chooses MGRIT iterations, and the sequential reference (serial) has no MGRIT solve");
+  for (const bool forward : {true, false}) {
+    const bool automatic = forward ? o.iterations.forward : o.iterations.backward;
+    const int levels = (forward ? o.parallel.forward() : o.parallel.backward()).max_levels();
+    if (automatic && levels < 2)
+      invalid("iteration_control",
+              std::string(forward ? "the forward" : "the adjoint") +
+                  " solve's iterations cannot be chosen in exact mode (one level solves it "
+                  "exactly); accepted: automatic iterations with 2 or more levels");
+  }
+  validate_growth(o.growth, o.model, o.epochs, o.serial ? 1 : ranks / replicas,
+                  !o.checkpoint_dir.empty());
   if (o.trace_batches < 1)
     invalid("trace_batches", std::to_string(o.trace_batches) + " is invalid; accepted: >= 1");
 }

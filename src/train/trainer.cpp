@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <filesystem>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -83,6 +85,17 @@ struct Trainer::State {
   std::unique_ptr<nn::ReplicaGroups> groups;
   int rank = 0, ranks = 1, replicas = 1, replica = 0;
   int start_epoch = 1;
+  int level = 0;  ///< nested iteration: the depth level the model is at (depth_growth.hpp)
+  /// Automatic iterations (iteration_control.hpp), and what it did in the current epoch.
+  std::unique_ptr<IterationController> controller;
+  struct ControlTally {
+    std::int64_t fallbacks = 0;
+    std::vector<double> errors;
+    double seconds = 0;
+    std::int64_t exact_steps = 0;  ///< step evaluations of the exact recomputations, this rank
+  } tally;
+  /// The MGRIT solves of the last batch (a recomputation in exact mode replaces the module's).
+  nn::SolveReport mgrit_forward, mgrit_backward;
   bool active = true;
   std::unique_ptr<Classifier> model;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
@@ -101,6 +114,17 @@ struct Trainer::State {
   std::int64_t eval_batch() const {
     return options.eval_batch > 0 ? options.eval_batch : std::max<std::int64_t>(options.batch, 500);
   }
+  /// The model at the current depth level (options.model without growth).
+  ModelConfig current_model() const {
+    return options.growth.active() ? model_at_level(options.model, options.growth, level)
+                                   : options.model;
+  }
+  /// Refines the model's depth by the growth factor before epoch `epoch` (collective).
+  void refine(int epoch);
+  /// One training batch under the iteration controller: MGRIT with its counts, then, at checks
+  /// and after stalls or divergence, the exact-mode gradient of the same batch (collective).
+  BatchOutcome controlled_batch(const Batch& batch, double weight, std::int64_t global_batch,
+                                std::int64_t run_batch, PhaseTimes& t);
   void setup(TrainerOptions options, const nn::Network* network,
              std::shared_ptr<const DataSource> train, std::shared_ptr<const DataSource> test,
              MPI_Comm world);
@@ -153,8 +177,6 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
   s.ranks = mpi::size(world);
   if (!train_in || !test_in)
     throw InvalidOption("Trainer", "data", "is missing; accepted: a training and a test source");
-  validate(options_in, s.ranks);
-  set_torch_threads(options_in.threads, world);
   if (!options_in.resume_dir.empty()) {
     CheckpointInfo info;
     mpi::collectively(world, [&] {  // every rank reads it: one agreed error, no abort
@@ -165,9 +187,16 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
       throw InvalidOption("Trainer", "epochs",
                           fmt::format("{} leaves nothing to train: checkpoint {} is at epoch {}",
                                       options_in.epochs, options_in.resume_dir, info.epoch));
-    options_in.model = info.model;
+    // The checkpoint's model is at its growth level: the full depth is r^(K - level) deeper.
+    options_in.growth = info.growth;
+    options_in.model = info.growth.active()
+                           ? full_depth_model(info.model, info.growth, info.growth_level)
+                           : info.model;
+    s.level = info.growth_level;
     s.start_epoch = info.epoch + 1;
   }
+  validate(options_in, s.ranks);
+  set_torch_threads(options_in.threads, world);
   s.options = std::move(options_in);
   s.train = std::move(train_in);
   s.test = std::move(test_in);
@@ -191,9 +220,13 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
   }
   s.model = network ? std::make_unique<Classifier>(*network, o.model.classes, s.comm, s.data,
                                                    o.serial, o.parallel)
-                    : std::make_unique<Classifier>(o.model, s.train->example_shape(), s.comm,
-                                                   s.data, o.serial, o.parallel);
+                    : std::make_unique<Classifier>(s.current_model(), s.train->example_shape(),
+                                                   s.comm, s.data, o.serial, o.parallel);
   s.optimizer = make_optimizer(o, s.model->module());
+  if (o.iterations.active())
+    s.controller =
+        std::make_unique<IterationController>(o.iterations, o.parallel.forward().max_iterations(),
+                                              o.parallel.backward().max_iterations());
   if (!o.resume_dir.empty())
     mpi::collectively(s.comm, [&] {
       nn::load_checkpoint(o.resume_dir, s.model->checkpoint_comm(), s.model->module(),
@@ -265,8 +298,11 @@ void Trainer::fit() {
     s.notify([&](Observer& obs) { obs.trace_written({s.rank, o.trace_path}); });
   };
   if (trace_pending) trace::start(trace_settings);
-  for (int epoch = s.start_epoch; epoch <= o.epochs; ++epoch)
+  for (int epoch = s.start_epoch; epoch <= o.epochs; ++epoch) {
+    if (o.growth.active())
+      while (s.level < growth_level(o.growth, epoch)) s.refine(epoch);
     s.train_epoch(epoch, batches_per_epoch, run_batch, trace_pending, write_trace);
+  }
   if (trace_pending) write_trace();  // the run had fewer batches than the traced window
 }
 
@@ -294,6 +330,8 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   std::array<double, 4> split_ms{};
   double loss_sum = 0, correct_sum = 0;
   std::int64_t seen = 0, fwd_levels = 1, bwd_levels = 1;
+  std::int64_t steps = 0;  // step evaluations on this rank
+  tally = ControlTally{};
   // This replica's share of each global batch (the first n % D replicas one row more), loaded
   // ahead on a background thread while the solves run; ranks that do not take the inputs load
   // the labels alone. A last batch too small to split is dropped on every rank.
@@ -342,9 +380,10 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     }
     mpi::agree_or_throw(agree, failed);
     BatchOutcome b;
+    const double weight = static_cast<double>(mine * replicas) / static_cast<double>(n);
     try {
-      b = model->train(batch.inputs, batch.labels, *optimizer, t,
-                       static_cast<double>(mine * replicas) / static_cast<double>(n));
+      b = controller ? controlled_batch(batch, weight, global_batch, run_batch, t)
+                     : model->train(batch.inputs, batch.labels, *optimizer, t, weight);
     } catch (const Diverged& e) {
       for (auto& obs : observers) obs->divergence({rank, epoch, k, e.loss()});
       throw;
@@ -358,12 +397,14 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
       b.loss = sums[0] / static_cast<double>(n);
       b.correct = sums[1];
     }
+    if (controller) controller->observe_loss(run_batch, b.loss);  // the same on every rank
     fwd_ms.push_back(1e3 * t.forward);
     bwd_ms.push_back(1e3 * t.backward);
     opt_ms.push_back(1e3 * t.optimizer);
     if (model->solve_report(true)) {
-      const nn::SolveReport& forward = *model->solve_report(true);
-      const nn::SolveReport& backward = *model->solve_report(false);
+      const nn::SolveReport& forward = controller ? mgrit_forward : *model->solve_report(true);
+      const nn::SolveReport& backward = controller ? mgrit_backward : *model->solve_report(false);
+      steps += forward.statistics.total_steps() + backward.statistics.total_steps();
       fwd_it.push_back(forward.result.iterations);
       bwd_it.push_back(backward.result.iterations);
       if (auto r = forward.result.final_residual()) fwd_res.push_back(*r);
@@ -438,6 +479,25 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   m.fwd_residual = mean(fwd_res);
   m.bwd_iterations = mean(bwd_it);
   m.bwd_residual = mean(bwd_res);
+  if (!fwd_it.empty()) {
+    m.fwd_iterations_max = *std::max_element(fwd_it.begin(), fwd_it.end());
+    m.bwd_iterations_max = *std::max_element(bwd_it.begin(), bwd_it.end());
+    // Over the replica's ranks; a replicated (recurrent) model's ranks each solve a share.
+    double evaluations = static_cast<double>(steps + tally.exact_steps);
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, &evaluations, 1, MPI_DOUBLE, MPI_SUM, comm),
+               "MPI_Allreduce (step evaluations)");
+    m.step_evaluations = evaluations / static_cast<double>(fwd_it.size());
+  }
+  if (controller) {
+    m.iteration_control = true;
+    m.fallbacks = tally.fallbacks;
+    m.gradient_checks = static_cast<std::int64_t>(tally.errors.size());
+    m.gradient_error = mean(tally.errors);
+    double ms = 1e3 * tally.seconds;
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, agree),
+               "MPI_Allreduce (control time)");
+    m.control_ms = ms;
+  }
   m.ranks = o.serial ? 1 : ranks;
   m.fwd_levels = fwd_levels;
   m.bwd_levels = bwd_levels;
@@ -446,11 +506,13 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
       learning_rate(o, static_cast<std::int64_t>(epoch) * batches_per_epoch - 1, batches_per_epoch);
   m.model = o.model.kind;
   m.serial = o.serial;
+  if (o.growth.active()) m.depth = step_layers(current_model());
   notify([&](Observer& obs) { obs.evaluation_done({rank, epoch, ev}); });
   notify([&](Observer& obs) { obs.epoch_done({rank, m}); });
   if (!o.checkpoint_dir.empty()) {
-    const std::string meta = checkpoint_metadata(o.model, example_shape_of(*train), epoch,
-                                                 train->normalization(), o.optimizer, m);
+    const std::string meta =
+        checkpoint_metadata(current_model(), example_shape_of(*train), epoch,
+                            train->normalization(), o.optimizer, m, o.growth, level);
     // One checkpoint, written by the first replica (the replicas hold the same parameters);
     // it loads at any (replicas, ranks per replica).
     if (replica == 0)
@@ -462,6 +524,168 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     if (!o.serial && replicas > 1) mpi::check(MPI_Barrier(world), "MPI_Barrier (checkpoint)");
     notify([&](Observer& obs) { obs.checkpoint_written({rank, epoch, o.checkpoint_dir}); });
   }
+}
+
+namespace {
+/// `o` with both solves in exact mode (one level), everything else kept.
+nn::LayerParallelOptions exact_version(nn::LayerParallelOptions o) {
+  o.forward(mgrit::Options(o.forward()).max_levels(1));
+  o.backward(mgrit::Options(o.backward()).max_levels(1));
+  o.spatial_levels({}, {});
+  return o;
+}
+}  // namespace
+
+BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
+                                              std::int64_t global_batch, std::int64_t run_batch,
+                                              PhaseTimes& t) {
+  IterationController& c = *controller;
+  const IterationControl& control = options.iterations;
+  nn::LayerParallelOptions solver = model->solver_options();
+  if ((control.forward && solver.forward().max_iterations() != c.forward_iterations()) ||
+      (control.backward && solver.backward().max_iterations() != c.backward_iterations())) {
+    if (control.forward)
+      solver.forward(mgrit::Options(solver.forward()).max_iterations(c.forward_iterations()));
+    if (control.backward)
+      solver.backward(mgrit::Options(solver.backward()).max_iterations(c.backward_iterations()));
+    model->set_solver_options(solver);
+  }
+  // Batch norm's running statistics as before the batch: a recomputation starts from them.
+  std::vector<torch::Tensor> buffers;
+  for (const auto& b : model->module().buffers()) buffers.push_back(b.clone());
+  optimizer->zero_grad();
+  BatchOutcome out;
+  bool nan_loss = false;  // the MGRIT solve's logits made the loss NaN or infinite
+  try {
+    out = model->gradients(batch.inputs, batch.labels, t, weight);
+  } catch (const Diverged&) {
+    nan_loss = true;
+  }
+  mgrit_forward = *model->solve_report(true);
+  mgrit_backward = *model->solve_report(false);
+  // Agreed over every rank (replicas see other batches): the verdicts and whether to check.
+  int flags[3] = {
+      static_cast<int>(nan_loss ? SolveVerdict::Diverged : judge(mgrit_forward.result.residuals)),
+      static_cast<int>(nan_loss ? SolveVerdict::Converging
+                                : judge(mgrit_backward.result.residuals)),
+      c.check_due(run_batch) ? 1 : 0};
+  mpi::check(MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MAX, agree),
+             "MPI_Allreduce (iteration control)");
+  const bool fallback = c.observe_solves(run_batch, static_cast<SolveVerdict>(flags[0]),
+                                         static_cast<SolveVerdict>(flags[1]));
+  // A batch that falls back is not checked (its MGRIT gradient is not worth measuring): the
+  // check moves to the next batch.
+  const bool check = flags[2] != 0 && !fallback;
+  if (fallback || check) {
+    const double start = now();
+    std::vector<torch::Tensor> approximate;
+    const auto params = model->module().parameters();
+    if (check)
+      for (const auto& p : params)
+        approximate.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    {
+      torch::NoGradGuard no_grad;
+      const auto now_buffers = model->module().buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i) now_buffers[i].copy_(buffers[i]);
+    }
+    model->set_batch_index(global_batch);  // the same dropout masks
+    model->set_solver_options(exact_version(solver));
+    optimizer->zero_grad();
+    PhaseTimes exact_times;
+    try {
+      out = model->gradients(batch.inputs, batch.labels, exact_times, weight);
+    } catch (...) {
+      model->set_solver_options(solver);
+      throw;
+    }
+    tally.exact_steps += model->solve_report(true)->statistics.total_steps() +
+                         model->solve_report(false)->statistics.total_steps();
+    model->set_solver_options(solver);
+    if (check) {
+      double sums[2] = {0, 0};  // ‖g − g*‖², ‖g*‖² over this rank's parameters
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const torch::Tensor exact = params[i].grad();
+        if (!exact.defined()) continue;
+        const torch::Tensor diff = approximate[i].defined() ? approximate[i] - exact : exact;
+        sums[0] += diff.pow(2).sum().item<double>();
+        sums[1] += exact.pow(2).sum().item<double>();
+      }
+      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm),
+                 "MPI_Allreduce (gradient error)");
+      const double error = sums[1] > 0 ? std::sqrt(sums[0] / sums[1]) : (sums[0] > 0 ? 1.0 : 0.0);
+      c.observe_check(run_batch, error);
+      tally.errors.push_back(error);
+    }
+    if (fallback) ++tally.fallbacks;
+    tally.seconds += now() - start;
+  }
+  model->step(*optimizer, t);
+  return out;
+}
+
+void Trainer::State::refine(int epoch) {
+  namespace fs = std::filesystem;
+  const TrainerOptions& o = options;
+  const ModelConfig coarse = current_model();
+  const ModelConfig fine = model_at_level(o.model, o.growth, level + 1);
+  // The parameters travel through a checkpoint, which loads at any layout of ranks: each rank
+  // reads the coarse layers its fine layers interpolate. The folder lies beside the checkpoint
+  // folder when there is one (shared by every node, as checkpoints must be), else in the
+  // temporary folder; it is named after rank 0's process and removed afterwards.
+  int job = static_cast<int>(getpid());
+  mpi::check(MPI_Bcast(&job, 1, MPI_INT, 0, agree), "MPI_Bcast (depth refinement)");
+  const fs::path base = o.checkpoint_dir.empty()
+                            ? fs::temp_directory_path()
+                            : fs::absolute(fs::path(o.checkpoint_dir)).parent_path();
+  const std::string staging = (base / fmt::format(".weft-grow-{}-epoch{}", job, epoch)).string();
+  // Every rank of `agree` agrees after the save (the other replicas wait for the first's) and
+  // after the load (then every rank has read what it needs and rank 0 removes the folder).
+  auto agreed = [&](std::exception_ptr error) {
+    try {
+      mpi::agree_or_throw(agree, error);
+    } catch (...) {
+      std::error_code ignored;
+      if (rank == 0) fs::remove_all(staging, ignored);
+      throw;
+    }
+  };
+  std::exception_ptr failed;
+  try {
+    if (replica == 0)
+      nn::save_checkpoint(staging, model->checkpoint_comm(), model->module(), optimizer.get(),
+                          "{}");
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  agreed(failed);
+  auto finer =
+      std::make_unique<Classifier>(fine, train->example_shape(), comm, data, o.serial, o.parallel);
+  auto finer_optimizer = make_optimizer(o, finer->module());
+  nn::DepthRefinement refinement;
+  refinement.coarse_steps = residual_steps(coarse);
+  refinement.factor = o.growth.factor;
+  refinement.interpolation = o.growth.interpolation;
+  try {
+    nn::load_checkpoint(staging, finer->checkpoint_comm(), finer->module(), finer_optimizer.get(),
+                        refinement.key_sources());
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  agreed(failed);
+  if (rank == 0) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+  }
+  model = std::move(finer);
+  optimizer = std::move(finer_optimizer);
+  ++level;
+  DepthRefined refined;
+  refined.rank = rank;
+  refined.epoch = epoch;
+  refined.level = level;
+  refined.from_steps = step_layers(coarse);
+  refined.to_steps = step_layers(fine);
+  notify([&](Observer& obs) { obs.depth_refined(refined); });
 }
 
 namespace {

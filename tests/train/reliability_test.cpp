@@ -128,6 +128,112 @@ TEST(Resume, RefusesFlagsThatDifferFromTheCheckpointAndEpochsWithNothingToTrain)
   EXPECT_EQ(weft(2, resume + " --epochs 2 --steps 4 --channels 2 --optimizer adam", dir).code, 0);
 }
 
+// --- 3b. nested iteration over depth: --grow-depth --------------------------------------------
+
+// 2, 4, then 8 steps: layer-parallel as --serial, each refinement announced, the depth in the
+// metrics; stopped at the shallowest depth and resumed, the run continues the schedule.
+TEST(Growth, GrowsLikeTheSerialRunAndResumesMidSchedule) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  const std::string grow =
+      "--steps 8 --channels 2 --grow-depth 2,2 --grow-epochs 1,1 --data " + data;
+  const auto parallel = weft::train_test::train(2, grow + " --epochs 3", dir, "parallel");
+  const auto serial = weft::train_test::train(1, grow + " --epochs 3 --serial", dir, "serial");
+  ASSERT_EQ(parallel.size(), 3u);
+  ASSERT_EQ(serial.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(parallel[e]["depth"], 2 << e);
+    EXPECT_EQ(serial[e]["depth"], 2 << e);
+    weft::train_test::expect_relative(parallel[e]["test_loss"].get<double>(),
+                                      serial[e]["test_loss"].get<double>(), 1e-4, "test loss");
+  }
+  const std::string ck = (dir / "ck").string();
+  const Outcome first =
+      weft(2,
+           kQuick.substr(0, kQuick.find("--steps")) + grow + " --epochs 1 --checkpoint " + ck +
+               " --metrics " + (dir / "resumed.jsonl").string(),
+           dir);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.out.find("depth grows: 2 -> 4 -> 8 steps"), std::string::npos) << first.out;
+  const std::string resume =
+      "train --no-progress --threads 1 --epochs 3 --data " + data + " --resume " + ck;
+  const Outcome rest = weft(2, resume + " --metrics " + (dir / "resumed.jsonl").string(), dir);
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  EXPECT_NE(rest.out.find("depth refined before epoch 2: 2 -> 4 steps"), std::string::npos)
+      << rest.out;
+  EXPECT_NE(rest.out.find("depth refined before epoch 3: 4 -> 8 steps"), std::string::npos);
+  const auto resumed = weft::train_test::read_metrics(dir / "resumed.jsonl");
+  ASSERT_EQ(resumed.size(), 3u);
+  for (size_t e = 0; e < 3; ++e)
+    EXPECT_NEAR(resumed[e]["test_loss"].get<double>(), parallel[e]["test_loss"].get<double>(),
+                1e-6);
+  expect_one_line(weft(2, resume + " --grow-depth 4,1", dir), 2,
+                  "option --grow-depth: '4,1' differs");
+}
+
+TEST(Growth, BadCombinationsGetOneLineAndExitTwo) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  const std::string train = kQuick + "--data " + data + " ";
+  expect_one_line(weft(0, train + "--grow-depth 3,1", dir), 2,
+                  "option --grow-depth: 3^1 = 3 does not divide the 4 steps");
+  for (const char* bad : {"2", "1,1", "2,0", "2,x"})
+    expect_one_line(weft(0, train + "--grow-depth " + bad, dir), 2, "option --grow-depth");
+  expect_one_line(weft(0, train + "--grow-epochs 1", dir), 2,
+                  "option --grow-epochs: '1' is invalid; accepted: a value used with --grow-depth");
+  expect_one_line(weft(0, train + "--grow-depth 2,1 --grow-epochs 2 --epochs 2", dir), 2,
+                  "leaves none of the 2 epochs to the full depth");
+  expect_one_line(weft(0, train + "--grow-depth 2,1 --grow-epochs 1,1 --epochs 3", dir), 2,
+                  "option --grow-epochs: has 2 entries for 1 refinements");
+  expect_one_line(weft(0, train + "--grow-depth 2,1 --grow-interpolation cubic", dir), 2,
+                  "option --grow-interpolation");
+  expect_one_line(weft(2, train + "--grow-depth 2,2 --epochs 3", dir), 2,
+                  "leave the shallowest network 1 chain layers, fewer than the 2");
+  expect_one_line(
+      weft(0, "train --no-progress --model gru --data " + data + " --grow-depth 2,1", dir), 2,
+      "option --grow-depth: the gru model has no depth to grow");
+}
+
+// --- 3c. MGRIT iterations chosen by the training: --fwd-iters auto ----------------------------
+
+TEST(AutoIterations, AreChosenByTheTrainingAndReported) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  const auto epochs = weft::train_test::train(
+      2,
+      "--steps 8 --channels 2 --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 --fwd-iters "
+      "auto --bwd-iters auto --auto-check 1 --auto-max 3 --epochs 1 --batch 5 --data " +
+          data,
+      dir, "auto");
+  ASSERT_EQ(epochs.size(), 1u);
+  const json& m = epochs[0];
+  EXPECT_EQ(m["gradient_checks"], 4);  // 20 images, batches of 5, each checked
+  EXPECT_TRUE(m["gradient_error"].is_number());
+  EXPECT_TRUE(m["fallbacks"].is_number_integer());
+  EXPECT_LE(m["fwd_iterations_max"].get<double>(), 3.0);
+  EXPECT_LE(m["bwd_iterations_max"].get<double>(), 3.0);
+  EXPECT_GT(m["step_evaluations"].get<double>(), 0.0);
+  EXPECT_GT(m["control_ms"].get<double>(), 0.0);
+}
+
+TEST(AutoIterations, BadCombinationsGetOneLineAndExitTwo) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  const std::string train = kQuick + "--data " + data + " ";
+  const std::string two = "--fwd-levels 2 --bwd-levels 2 ";
+  expect_one_line(weft(0, train + two + "--fwd-iters auto --serial", dir), 2,
+                  "option --fwd-iters: 'auto' is invalid (--serial trains without MGRIT)");
+  expect_one_line(weft(0, train + "--bwd-iters auto --bwd-levels 1", dir), 2,
+                  "one level solves exactly");
+  expect_one_line(weft(0, train + "--auto-tol 0.1", dir), 2,
+                  "option --auto-tol: '0.1' is invalid; accepted: a value used with");
+  expect_one_line(weft(0, train + two + "--fwd-iters auto --auto-tol 2", dir), 2,
+                  "option --auto-tol");
+  expect_one_line(weft(0, train + two + "--fwd-iters sometimes", dir), 2, "option --fwd-iters");
+  expect_one_line(weft(0, "predict --data " + data + " " + two + "--fwd-iters auto", dir), 2,
+                  "weft predict prices a fixed count");
+}
+
 // --- 4. resource guards ---------------------------------------------------------------------
 
 TEST(Resources, HugeSizesAreRefusedAtOnceWithTheEstimate) {

@@ -85,6 +85,10 @@ class Recorder : public train::Observer {
     log.push_back("divergence");
     diverged_loss = e.loss;
   }
+  void depth_refined(const train::DepthRefined& e) override {
+    log.push_back("refined " + std::to_string(e.from_steps) + "->" + std::to_string(e.to_steps) +
+                  " level " + std::to_string(e.level));
+  }
   std::vector<std::string> log;
   train::RunStarted started;
   std::vector<train::BatchDone> batches;
@@ -132,6 +136,222 @@ TEST(Trainer, ExactLayerParallelMatchesTheSequentialReference) {
   EXPECT_LT(parallel->epochs[1].train_loss, parallel->epochs[0].train_loss);
 }
 
+/// A run resumed after epoch 1 of 3 trains epochs 2 and 3 exactly as the uninterrupted one.
+void expect_resumed_follows(const Recorder& resumed, const Recorder& straight) {
+  ASSERT_EQ(resumed.epochs.size(), 2u);
+  EXPECT_EQ(resumed.started.start_epoch, 2);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(resumed.epochs[e].epoch, straight.epochs[e + 1].epoch);
+    EXPECT_EQ(resumed.epochs[e].depth, straight.epochs[e + 1].depth);
+    EXPECT_DOUBLE_EQ(resumed.epochs[e].train_loss, straight.epochs[e + 1].train_loss);
+    EXPECT_DOUBLE_EQ(resumed.epochs[e].test_loss, straight.epochs[e + 1].test_loss);
+  }
+}
+
+/// Building a Trainer with `o` throws InvalidOption naming `field`.
+void expect_invalid_field(const train::TrainerOptions& o, const std::string& field) {
+  try {
+    train::Trainer trainer(o, bands(8, 1), bands(8, 2), MPI_COMM_WORLD);
+    ADD_FAILURE() << field << " accepted";
+  } catch (const weft::InvalidOption& e) {
+    EXPECT_EQ(e.option(), field) << e.what();
+  }
+}
+
+/// Nested iteration over depth: 3, 6, then 12 steps, one epoch each (>= 3 layers per rank at
+/// the shallowest).
+train::TrainerOptions growing_options() {
+  train::TrainerOptions o = small_options();
+  o.model.steps = 12;
+  o.growth.factor = 2;
+  o.growth.refinements = 2;
+  o.growth.epochs = {1, 1};
+  o.epochs = 3;
+  return o;
+}
+
+std::vector<std::string> refinements_of(const Recorder& r) {
+  std::vector<std::string> seen;
+  for (const std::string& event : r.log)
+    if (event.rfind("refined", 0) == 0 || event.rfind("epoch ", 0) == 0) seen.push_back(event);
+  return seen;
+}
+
+// The growing network trains alike layer-parallel (exact mode) and sequentially, for the resnet
+// and for stages with batch norm (running statistics carried into the deeper network), with
+// linear interpolation too; each refinement comes before its epoch and the metrics give the
+// depth trained.
+TEST(Trainer, GrowingDepthLayerParallelMatchesTheSequentialReference) {
+  train::TrainerOptions stages = growing_options();
+  stages.model.kind = "stages";
+  stages.model.stage_channels = {2, 4};
+  stages.model.stage_steps = {4, 4};  // 1 + 1 + 1 layers at the shallowest
+  stages.growth.interpolation = weft::nn::DepthInterpolation::Linear;
+  for (const train::TrainerOptions& o : {growing_options(), stages}) {
+    SCOPED_TRACE(o.model.kind);
+    const auto parallel = fit(o);
+    train::TrainerOptions serial_options = o;
+    serial_options.serial = true;
+    const auto serial = fit(serial_options);
+    if (world_rank() != 0) continue;
+    const std::int64_t full = train::step_layers(o.model);
+    const std::vector<std::string> want{
+        "epoch 1",
+        "refined " + std::to_string(full / 4) + "->" + std::to_string(full / 2) + " level 1",
+        "epoch 2", "refined " + std::to_string(full / 2) + "->" + std::to_string(full) + " level 2",
+        "epoch 3"};
+    EXPECT_EQ(refinements_of(*parallel), want);
+    EXPECT_EQ(refinements_of(*serial), want);
+    ASSERT_EQ(parallel->epochs.size(), 3u);
+    ASSERT_EQ(serial->epochs.size(), 3u);
+    for (size_t e = 0; e < 3; ++e) {
+      EXPECT_EQ(parallel->epochs[e].depth, full >> (2 - e));
+      expect_relative(parallel->epochs[e].train_loss, serial->epochs[e].train_loss, 1e-4, "train");
+      expect_relative(parallel->epochs[e].test_loss, serial->epochs[e].test_loss, 1e-4, "test");
+    }
+  }
+}
+
+// A run stopped at the shallowest depth (its checkpoint holds the 3-step network) resumes the
+// schedule: refined twice, it trains like the uninterrupted run; the checkpoint evaluates as it
+// is, at any rank count.
+TEST(Trainer, ResumedMidScheduleFollowsTheUninterruptedGrowth) {
+  train::TrainerOptions o = growing_options();
+  o.lr_schedule = "constant";
+  const auto straight = fit(o);
+  o.epochs = 1;
+  o.checkpoint_dir = shared_folder("grow");
+  fit(o);
+  const train::CheckpointInfo info = train::read_checkpoint_info(o.checkpoint_dir);
+  EXPECT_EQ(info.model.steps, 3);
+  EXPECT_EQ(info.growth_level, 0);
+  EXPECT_EQ(info.growth.refinements, 2);
+  auto test = bands(32, 2);
+  const train::Evaluation stored =
+      train::evaluate_checkpoint(o.checkpoint_dir, *test, 500, MPI_COMM_WORLD);
+  EXPECT_EQ(stored.classes, 10);
+  o.epochs = 3;
+  o.resume_dir = o.checkpoint_dir;
+  o.checkpoint_dir.clear();
+  o.growth = train::DepthGrowth{};  // the checkpoint's schedule replaces the options' one
+  o.model.steps = 99;
+  const auto resumed = fit(o);
+  expect_resumed_follows(*resumed, *straight);
+}
+
+TEST(Trainer, DepthGrowthRefusesWhatItCannotGrow) {
+  train::TrainerOptions o = growing_options();
+  o.growth.factor = 4;  // 16 does not divide 12
+  expect_invalid_field(o, "grow_factor");
+  o = growing_options();
+  o.growth.epochs = {1};  // two refinements
+  expect_invalid_field(o, "grow_epochs");
+  o = growing_options();
+  o.growth.epochs = {2, 1};  // nothing left for the full depth
+  expect_invalid_field(o, "grow_epochs");
+  o = growing_options();
+  o.growth.refinements = 0;  // epochs without refinements
+  expect_invalid_field(o, "grow_epochs");
+  o = growing_options();
+  o.model.kind = "gru";
+  expect_invalid_field(o, "grow_refinements");
+  o = growing_options();
+  o.model.kind = "custom";  // a network of the user's own: the Trainer cannot rebuild it deeper
+  try {
+    train::validate_growth(o.growth, o.model, o.epochs, 1);
+    ADD_FAILURE() << "growing a custom network accepted";
+  } catch (const weft::InvalidOption& e) {
+    EXPECT_EQ(e.option(), "grow_refinements") << e.what();
+  }
+  if (world_size() > 1) {  // 12 / 2^3 is not whole; 16 / 2^4 = 1 layer for several ranks
+    o = growing_options();
+    o.model.steps = 16;
+    o.growth.refinements = 4;
+    o.growth.epochs = {1, 1, 1, 1};
+    o.epochs = 5;
+    expect_invalid_field(o, "grow_refinements");
+  }
+}
+
+/// Two-level MGRIT both ways, one iteration each, iterations chosen by the training.
+train::TrainerOptions automatic_options() {
+  train::TrainerOptions o = small_options();
+  o.model.steps = 8;
+  o.parallel = weft::nn::LayerParallelOptions::multilevel(2, 2, 1, 1);
+  o.iterations.forward = o.iterations.backward = true;
+  o.iterations.max_iterations = 4;
+  return o;
+}
+
+// Checked at every batch, automatic iterations step with the exact gradient every time: the
+// run trains exactly like exact mode (batch norm's statistics and dropout's masks restored for
+// the recomputation), and reports its checks, their gradient errors and the recomputation time.
+TEST(Trainer, AutomaticIterationsCheckedEveryBatchTrainLikeExactMode) {
+  train::TrainerOptions stages = automatic_options();
+  stages.model.kind = "stages";
+  stages.model.stage_channels = {2, 4};
+  stages.model.stage_steps = {4, 4};
+  stages.model.dropout = 0.1;
+  for (train::TrainerOptions o : {automatic_options(), stages}) {
+    SCOPED_TRACE(o.model.kind);
+    o.iterations.check_every = 1;
+    const auto automatic = fit(o);
+    o.iterations = train::IterationControl{};
+    o.parallel = weft::nn::LayerParallelOptions::exact();
+    const auto exact = fit(o);
+    ASSERT_EQ(automatic->epochs.size(), 2u);
+    for (size_t e = 0; e < 2; ++e) {
+      const train::EpochMetrics& m = automatic->epochs[e];
+      expect_relative(m.train_loss, exact->epochs[e].train_loss, 1e-5, "train");
+      // The evaluation runs the MGRIT forward with the controller's counts, not exactly.
+      expect_relative(m.test_loss, exact->epochs[e].test_loss, 2e-3, "test");
+      EXPECT_TRUE(m.iteration_control);
+      EXPECT_EQ(m.gradient_checks.value_or(-1), 4);  // every batch
+      ASSERT_TRUE(m.gradient_error.has_value());
+      EXPECT_GE(*m.gradient_error, 0.0);
+      EXPECT_LT(*m.gradient_error, 1.0);
+      EXPECT_GT(*m.control_ms, 0.0);
+      EXPECT_LE(*m.fwd_iterations_max, 4.0);
+      EXPECT_GT(*m.step_evaluations, 0.0);
+      EXPECT_FALSE(exact->epochs[e].iteration_control);
+    }
+  }
+}
+
+// A tolerance the first iterations miss: the checks raise the counts (within their bound) until
+// the gradient is exact to round-off or nearly so, and more iterations cost more evaluations.
+TEST(Trainer, AutomaticIterationsRaiseTheCountsWithinTheirBound) {
+  train::TrainerOptions o = automatic_options();
+  o.iterations.gradient_tolerance = 1e-6;
+  o.iterations.check_every = 2;
+  const auto r = fit(o);
+  train::TrainerOptions fixed = automatic_options();
+  fixed.iterations = train::IterationControl{};
+  const auto one = fit(fixed);  // one iteration each way throughout
+  ASSERT_EQ(r->epochs.size(), 2u);
+  for (const train::EpochMetrics& m : r->epochs) {
+    EXPECT_LE(*m.fwd_iterations_max, 4.0);
+    EXPECT_LE(*m.bwd_iterations_max, 4.0);
+    EXPECT_GE(m.gradient_checks.value_or(0), 2);
+  }
+  EXPECT_GE(*r->epochs[0].fwd_iterations_max, 3.0);  // 1 -> 2 -> 3 at least
+  EXPECT_LT(*r->epochs[1].gradient_error, 0.05);
+  EXPECT_GT(*r->epochs[1].step_evaluations, *one->epochs[1].step_evaluations);
+  EXPECT_EQ(*one->epochs[1].fwd_iterations_max, 1.0);
+}
+
+TEST(Trainer, AutomaticIterationsRefuseExactModeAndTheSequentialReference) {
+  train::TrainerOptions o = automatic_options();
+  o.serial = true;
+  expect_invalid_field(o, "iteration_control");
+  o = automatic_options();
+  o.parallel = weft::nn::LayerParallelOptions::exact();
+  expect_invalid_field(o, "iteration_control");
+  o = automatic_options();
+  o.iterations.gradient_tolerance = 2;
+  expect_invalid_field(o, "iteration_control");
+}
+
 TEST(Trainer, ObserversSeeEveryEventInOrder) {
   train::TrainerOptions o = small_options();
   o.checkpoint_dir = shared_folder("events");
@@ -177,13 +397,7 @@ TEST(Trainer, ResumedRunFollowsTheUninterruptedOne) {
   o.checkpoint_dir.clear();
   o.model.channels = 99;  // the checkpoint's model replaces the options' one
   const auto resumed = fit(o);
-  ASSERT_EQ(resumed->epochs.size(), 2u);
-  EXPECT_EQ(resumed->started.start_epoch, 2);
-  for (size_t e = 0; e < 2; ++e) {
-    EXPECT_EQ(resumed->epochs[e].epoch, straight->epochs[e + 1].epoch);
-    EXPECT_DOUBLE_EQ(resumed->epochs[e].train_loss, straight->epochs[e + 1].train_loss);
-    EXPECT_DOUBLE_EQ(resumed->epochs[e].test_loss, straight->epochs[e + 1].test_loss);
-  }
+  expect_resumed_follows(*resumed, *straight);
 }
 
 TEST(Trainer, CheckpointEvaluatesAlikeAtAnotherRankCount) {
@@ -426,26 +640,18 @@ TEST(ModelRegistry, ParameterCountsEqualTheBuiltModels) {
 }
 
 TEST(Trainer, InvalidOptionsNameTheirField) {
-  auto expect_field = [](train::TrainerOptions o, const std::string& field) {
-    try {
-      train::Trainer trainer(o, bands(8, 1), bands(8, 2), MPI_COMM_WORLD);
-      ADD_FAILURE() << field << " accepted";
-    } catch (const weft::InvalidOption& e) {
-      EXPECT_EQ(e.option(), field) << e.what();
-    }
-  };
   train::TrainerOptions o = small_options();
   o.batch = 0;
-  expect_field(o, "batch");
+  expect_invalid_field(o, "batch");
   o = small_options();
   o.optimizer = "rmsprop";
-  expect_field(o, "optimizer");
+  expect_invalid_field(o, "optimizer");
   o = small_options();
   o.lr_schedule = "step";
-  expect_field(o, "lr_schedule");
+  expect_invalid_field(o, "lr_schedule");
   o = small_options();
   o.data_ranks = world_size() + 1;
-  expect_field(o, "data_ranks");
+  expect_invalid_field(o, "data_ranks");
   EXPECT_THROW(train::TensorSource(torch::zeros({4, 1, 8, 8}), torch::zeros({3}, torch::kInt64)),
                weft::BadData);
 }

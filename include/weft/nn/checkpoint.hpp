@@ -19,6 +19,8 @@
 
 #include <string>
 
+#include "weft/nn/depth.hpp"
+
 namespace torch {
 namespace nn {
 class Module;
@@ -44,6 +46,12 @@ void save_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& m
 /// corrupt or inconsistent checkpoint; the message names the file).
 std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
                             torch::optim::Optimizer* optimizer);
+
+/// The same, each tensor of `module` (and its optimizer state) being the weighted sum of the
+/// stored tensors `sources` names for its key: a network of another depth (depth.hpp).
+/// Integer tensors and Adam's step count take the source of the largest weight.
+std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
+                            torch::optim::Optimizer* optimizer, const KeySources& sources);
 
 /// Reads only the metadata JSON text of a checkpoint (no MPI, no tensors).
 std::string read_checkpoint_metadata(const std::string& dir);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/train/depth_growth.hpp"
 #include "weft/train/model_config.hpp"
 
 namespace weft::train {
@@ -37,6 +38,10 @@ struct CheckpointInfo {
   int epoch = 0;  ///< the last epoch trained
   Normalization normalization;
   std::string optimizer;
+  /// Nested iteration over depth: the schedule and the level `model` is at (level == K, or no
+  /// growth: the full depth).
+  DepthGrowth growth;
+  int growth_level = 0;
 };
 
 /// Reads and checks the metadata of checkpoint `dir` (weft::BadData naming the folder and what

@@ -29,11 +29,24 @@ struct EpochMetrics {
   double data_wait_ms = 0, data_wait_fraction = 0;
   /// MGRIT iterations and final residuals per batch (means; none without MGRIT).
   std::optional<double> fwd_iterations, fwd_residual, bwd_iterations, bwd_residual;
+  /// The most MGRIT iterations of a batch in the epoch (none without MGRIT).
+  std::optional<double> fwd_iterations_max, bwd_iterations_max;
+  /// Step evaluations per batch (mean), forward and adjoint, every level, summed over the
+  /// replica's ranks; with automatic iterations including the exact recomputations.
+  std::optional<double> step_evaluations;
+  /// Automatic iterations (iteration_control.hpp): batches recomputed in exact mode after a
+  /// stall or divergence, exact-gradient checks, their mean relative gradient error (none when
+  /// no check ran), and the time of the exact recomputations [ms, the epoch's total].
+  std::optional<std::int64_t> fallbacks, gradient_checks;
+  std::optional<double> gradient_error, control_ms;
+  bool iteration_control = false;
   int ranks = 1;  ///< all ranks of the run (1 with serial)
   std::int64_t fwd_levels = 1, bwd_levels = 1;
   int data_ranks = 1;  ///< replicas
   double lr_end = 0;   ///< the learning rate of the epoch's last batch
   std::string model;   ///< ModelConfig::kind
+  /// With nested iteration over depth: the residual steps (all stages) trained in this epoch.
+  std::optional<std::int64_t> depth;
   bool serial = false;
   /// One entry per rank of the first replica, on rank 0 (empty without MGRIT).
   std::vector<RankTiming> per_rank;

@@ -67,6 +67,14 @@ struct TraceWritten {
   std::string path;
 };
 
+/// Nested iteration over depth: the network was refined before epoch `epoch`.
+struct DepthRefined {
+  int rank = 0;
+  int epoch = 0;
+  int level = 0;                              ///< the new level (1..K)
+  std::int64_t from_steps = 0, to_steps = 0;  ///< residual steps, all stages
+};
+
 /// Sent before the Trainer throws weft::train::Diverged.
 struct DivergenceFound {
   int rank = 0;
@@ -86,6 +94,7 @@ class Observer {
   virtual void checkpoint_written(const CheckpointWritten&) {}
   virtual void trace_written(const TraceWritten&) {}
   virtual void divergence(const DivergenceFound&) {}
+  virtual void depth_refined(const DepthRefined&) {}
 };
 
 }  // namespace weft::train

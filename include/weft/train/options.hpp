@@ -5,6 +5,8 @@
 #include <string>
 
 #include "weft/nn/options.hpp"
+#include "weft/train/depth_growth.hpp"
+#include "weft/train/iteration_control.hpp"
 #include "weft/train/model_config.hpp"
 #include "weft/util/error.hpp"
 
@@ -12,6 +14,9 @@ namespace weft::train {
 
 struct TrainerOptions {
   ModelConfig model;  ///< with resume_dir: replaced by the checkpoint's
+  /// Nested iteration over depth: `model` is the full depth, reached after growth.refinements
+  /// refinements (depth_growth.hpp). With resume_dir: replaced by the checkpoint's.
+  DepthGrowth growth;
   std::int64_t batch = 50;
   int epochs = 2;  ///< the last epoch; a resumed run continues after the checkpoint's epoch
   std::string optimizer = "adam";  ///< sgd | adam
@@ -24,6 +29,9 @@ struct TrainerOptions {
   bool serial = false;    ///< plain sequential LibTorch on rank 0: the reference
   int data_ranks = 1;     ///< replicas of ranks / data_ranks layer-parallel ranks each
   nn::LayerParallelOptions parallel;
+  /// MGRIT iterations chosen by the training (iteration_control.hpp): the automatic
+  /// directions start from parallel's counts.
+  IterationControl iterations;
   /// Evaluation batch; 0: max(batch, 500).
   std::int64_t eval_batch = 0;
   std::string checkpoint_dir;               ///< a checkpoint after every epoch (empty: none)

@@ -1,0 +1,94 @@
+#pragma once
+// MGRIT iterations chosen by the training itself (`--fwd-iters auto`, `--bwd-iters auto`): a
+// controller that sets the forward and adjoint iteration counts batch by batch from what the
+// solves report and from exact-gradient checks, so that the gradient is as good as training
+// needs and no better. No LibTorch: the Trainer feeds it (docs/training.md, "Iterations chosen
+// by the training").
+//
+// The policy:
+//  1. Checks. At the run's first batch and every `check_every` batches (and at the next batch
+//     after a loss jump, 3.), the Trainer measures the relative error e = ‖g − g*‖ / ‖g*‖ of
+//     the MGRIT gradient g against the exact-mode gradient g* of the same batch (a second
+//     forward and backward in exact mode; its cost is reported) and steps with g*.
+//     - e > tolerance right after a count was lowered: the lowering is undone, and the lowered
+//       setting is barred for 10 check periods (10 × check_every batches).
+//     - e > tolerance otherwise: every automatic count goes up by one (up to max_iterations),
+//       and the next batch is checked again, until e ≤ tolerance or every count is at its
+//       maximum.
+//     - e ≤ tolerance / 4: one automatic count goes down by one (the adjoint's and the
+//       forward's in turn, not below min_iterations, nor to a barred setting), and the next
+//       batch verifies it.
+//     - otherwise the counts stay.
+//  2. Stalls and divergence. After every batch the residual histories are judged: a
+//     non-finite residual, a final residual above the first one (growth), or a last iteration
+//     that reduced the residual by less than 10 % while it is above 1e-5 of the first (a stall;
+//     needs two residuals; below that it is round-off, not a stall) sends the
+//     batch back to exact mode: the Trainer recomputes it exactly, steps with that gradient
+//     and counts a fallback. A stall or divergence of a direction raises its count by one.
+//  3. Loss jumps. A batch loss above 2x the running mean of the losses (after 10 batches)
+//     brings the next check forward to the next batch.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace weft::train {
+
+struct IterationControl {
+  bool forward = false;   ///< choose the forward solve's iterations
+  bool backward = false;  ///< choose the adjoint solve's
+  int min_iterations = 1;
+  int max_iterations = 8;
+  /// The relative gradient error training accepts, ‖g − g*‖ / ‖g*‖ (at the checks).
+  double gradient_tolerance = 0.05;
+  int check_every = 50;  ///< batches between exact-gradient checks (K)
+
+  bool active() const { return forward || backward; }
+};
+
+/// weft::InvalidOption("Trainer", "iteration_control", ...) for values outside what is accepted.
+void validate(const IterationControl& control);
+
+enum class SolveVerdict { Converging, Stalled, Diverged };
+/// One solve's residual history (entries may be missing where none was measured).
+SolveVerdict judge(const std::vector<std::optional<double>>& residuals);
+std::string to_string(SolveVerdict verdict);
+
+class IterationController {
+ public:
+  /// Starts from `forward` and `backward` iterations (the solver options' counts).
+  IterationController(IterationControl control, int forward, int backward);
+
+  int forward_iterations() const { return forward_; }
+  int backward_iterations() const { return backward_; }
+  /// Whether batch `batch` (counted over the run from 0) is an exact-gradient check.
+  bool check_due(std::int64_t batch) const;
+
+  /// After a batch solved with MGRIT: the verdicts on its solves (judge(), agreed over the
+  /// ranks). Returns true when the batch must be recomputed in exact mode (rule 2).
+  bool observe_solves(std::int64_t batch, SolveVerdict forward, SolveVerdict backward);
+  void observe_loss(std::int64_t batch, double loss);
+  /// After check batch `batch`: the gradient error measured with the counts in force (rule 1).
+  void observe_check(std::int64_t batch, double gradient_error);
+
+ private:
+  void raise(bool forward, bool backward);
+  bool barred(int forward, int backward, std::int64_t batch) const;
+  IterationControl control_;
+  int forward_, backward_;
+  std::int64_t next_check_ = 0;
+  bool lower_backward_next_ = true;
+  /// The counts before the last lowering, while the next check verifies it.
+  std::optional<std::pair<int, int>> before_lowering_;
+  /// Lowered settings (forward, backward) that failed their check, barred until `until`.
+  struct Bar {
+    int forward, backward;
+    std::int64_t until;
+  };
+  std::vector<Bar> bars_;
+  double loss_mean_ = 0;
+  std::int64_t losses_ = 0;
+};
+
+}  // namespace weft::train

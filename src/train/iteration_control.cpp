@@ -1,0 +1,131 @@
+// The iteration controller's policy (iteration_control.hpp).
+#include "weft/train/iteration_control.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "weft/util/error.hpp"
+
+namespace weft::train {
+
+namespace {
+[[noreturn]] void invalid(const std::string& detail) {
+  throw InvalidOption("Trainer", "iteration_control", detail);
+}
+}  // namespace
+
+void validate(const IterationControl& c) {
+  if (!c.active()) return;
+  if (c.min_iterations < 1 || c.max_iterations < c.min_iterations || c.max_iterations > 100)
+    invalid("iterations " + std::to_string(c.min_iterations) + " to " +
+            std::to_string(c.max_iterations) + " are invalid; accepted: 1 <= min <= max <= 100");
+  if (!(c.gradient_tolerance > 0) || !(c.gradient_tolerance < 1))
+    invalid("gradient tolerance " + number_text(c.gradient_tolerance) +
+            " is invalid; accepted: a number in (0, 1)");
+  if (c.check_every < 1)
+    invalid("check_every " + std::to_string(c.check_every) + " is invalid; accepted: >= 1");
+}
+
+SolveVerdict judge(const std::vector<std::optional<double>>& residuals) {
+  std::vector<double> r;
+  for (const auto& v : residuals)
+    if (v) {
+      if (!std::isfinite(*v)) return SolveVerdict::Diverged;
+      r.push_back(*v);
+    }
+  if (r.size() < 2) return SolveVerdict::Converging;
+  if (r.back() > r.front()) return SolveVerdict::Diverged;
+  // A residual at round-off (1e-5 of the first) has converged, whether or not it still falls.
+  const double before = r[r.size() - 2];
+  if (before > 0 && r.back() > 0.9 * before && r.back() > 1e-5 * r.front())
+    return SolveVerdict::Stalled;
+  return SolveVerdict::Converging;
+}
+
+std::string to_string(SolveVerdict verdict) {
+  switch (verdict) {
+    case SolveVerdict::Stalled:
+      return "stalled";
+    case SolveVerdict::Diverged:
+      return "diverged";
+    default:
+      return "converging";
+  }
+}
+
+IterationController::IterationController(IterationControl control, int forward, int backward)
+    : control_(control), forward_(forward), backward_(backward) {
+  validate(control_);
+  auto clamp = [&](int n) {
+    return std::clamp(n, control_.min_iterations, control_.max_iterations);
+  };
+  if (control_.forward) forward_ = clamp(forward_);
+  if (control_.backward) backward_ = clamp(backward_);
+}
+
+bool IterationController::check_due(std::int64_t batch) const {
+  return control_.active() && batch >= next_check_;
+}
+
+void IterationController::raise(bool forward, bool backward) {
+  if (forward && control_.forward) forward_ = std::min(forward_ + 1, control_.max_iterations);
+  if (backward && control_.backward) backward_ = std::min(backward_ + 1, control_.max_iterations);
+}
+
+bool IterationController::observe_solves(std::int64_t, SolveVerdict forward,
+                                         SolveVerdict backward) {
+  if (!control_.active()) return false;
+  const bool forward_failed = forward != SolveVerdict::Converging;
+  const bool backward_failed = backward != SolveVerdict::Converging;
+  raise(forward_failed, backward_failed);
+  return forward_failed || backward_failed;
+}
+
+void IterationController::observe_loss(std::int64_t batch, double loss) {
+  if (!control_.active() || !std::isfinite(loss)) return;
+  if (losses_ >= 10 && loss > 2 * loss_mean_) next_check_ = std::min(next_check_, batch + 1);
+  ++losses_;
+  loss_mean_ += (loss - loss_mean_) / static_cast<double>(std::min<std::int64_t>(losses_, 50));
+}
+
+bool IterationController::barred(int forward, int backward, std::int64_t batch) const {
+  return std::any_of(bars_.begin(), bars_.end(), [&](const Bar& b) {
+    return b.forward == forward && b.backward == backward && batch < b.until;
+  });
+}
+
+void IterationController::observe_check(std::int64_t batch, double error) {
+  if (!control_.active()) return;
+  next_check_ = batch + control_.check_every;
+  const auto verified = before_lowering_;
+  before_lowering_.reset();
+  if (!(error <= control_.gradient_tolerance)) {  // NaN counts as too large
+    if (verified) {  // the lowering was one too many: undo it, bar it for a while
+      bars_.push_back({forward_, backward_, batch + 10 * std::int64_t{control_.check_every}});
+      forward_ = verified->first;
+      backward_ = verified->second;
+      return;
+    }
+    const bool at_max = (!control_.forward || forward_ == control_.max_iterations) &&
+                        (!control_.backward || backward_ == control_.max_iterations);
+    raise(true, true);
+    if (!at_max) next_check_ = batch + 1;
+    return;
+  }
+  if (error > control_.gradient_tolerance / 4) return;
+  // Lower one count, the adjoint's and the forward's in turn, to a setting not barred.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool backward = control_.backward && (lower_backward_next_ || !control_.forward);
+    lower_backward_next_ = !lower_backward_next_;
+    int f = forward_, b = backward_;
+    (backward ? b : f) -= 1;
+    if ((backward ? b : f) < control_.min_iterations || barred(f, b, batch)) continue;
+    before_lowering_ = std::make_pair(forward_, backward_);
+    forward_ = f;
+    backward_ = b;
+    next_check_ = batch + 1;  // verify the lower setting at once
+    return;
+  }
+}
+
+}  // namespace weft::train
