@@ -334,7 +334,8 @@ std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Mo
                         " (a checkpoint of a different network?)");
     if (!optimizer) return;
     auto& state = optimizer->state();
-    for (auto& [name, t] : targets) {
+    for (auto& entry : targets) {
+      Target& t = entry.second;  // a plain reference: C++17 lambdas cannot capture bindings
       auto complete = [&](const char* field) {
         const auto it = t.field_sources.find(field);
         return it != t.field_sources.end() && it->second == t.sources;
