@@ -302,9 +302,10 @@ TEST(Trainer, AutomaticIterationsCheckedEveryBatchTrainLikeExactMode) {
     ASSERT_EQ(automatic->epochs.size(), 2u);
     for (size_t e = 0; e < 2; ++e) {
       const train::EpochMetrics& m = automatic->epochs[e];
+      // The training (every step with the exact gradient) is exact mode's. The test loss is not
+      // compared: the evaluation runs the MGRIT forward with the counts the controller ended
+      // at, which round-off decides where a check's error sits at a threshold.
       expect_relative(m.train_loss, exact->epochs[e].train_loss, 1e-5, "train");
-      // The evaluation runs the MGRIT forward with the controller's counts, not exactly.
-      expect_relative(m.test_loss, exact->epochs[e].test_loss, 2e-3, "test");
       EXPECT_TRUE(m.iteration_control);
       EXPECT_EQ(m.gradient_checks.value_or(-1), 4);  // every batch
       ASSERT_TRUE(m.gradient_error.has_value());
