@@ -305,8 +305,31 @@ void bind_training(py::module_& m) {
       .def_readwrite("max_iterations", &train::IterationControl::max_iterations)
       .def_readwrite("gradient_tolerance", &train::IterationControl::gradient_tolerance)
       .def_readwrite("check_every", &train::IterationControl::check_every);
+  py::class_<train::MGOpt>(
+      m, "MGOpt",
+      "MG/Opt over depth (weft::train::MGOpt): levels (0 off, 1 plain training), factor, pre, "
+      "post and coarse optimizer steps, line_search halvings, restriction 'injection' or "
+      "'averaging', interpolation 'constant' or 'linear'")
+      .def(py::init<>())
+      .def_readwrite("levels", &train::MGOpt::levels)
+      .def_readwrite("factor", &train::MGOpt::factor)
+      .def_readwrite("pre", &train::MGOpt::pre)
+      .def_readwrite("post", &train::MGOpt::post)
+      .def_readwrite("coarse", &train::MGOpt::coarse)
+      .def_readwrite("line_search", &train::MGOpt::line_search)
+      .def_property(
+          "restriction", [](const train::MGOpt& g) { return nn::to_string(g.restriction); },
+          [](train::MGOpt& g, const std::string& name) {
+            g.restriction = nn::depth_restriction_from(name, "weft.MGOpt");
+          })
+      .def_property(
+          "interpolation", [](const train::MGOpt& g) { return nn::to_string(g.interpolation); },
+          [](train::MGOpt& g, const std::string& name) {
+            g.interpolation = nn::depth_interpolation_from(name, "weft.MGOpt");
+          });
   py::class_<TrainerOptions>(m, "TrainerOptions", "weft::train::TrainerOptions")
       .def(py::init<>())
+      .def_readwrite("mgopt", &TrainerOptions::mgopt)
       .def_readwrite("iterations", &TrainerOptions::iterations)
       .def_readwrite("model", &TrainerOptions::model)
       .def_readwrite("growth", &TrainerOptions::growth)

@@ -20,6 +20,7 @@ int run_plot(const report::PlotRequest& request, MPI_Comm comm) {
       report::plot(request);
     } catch (const InvalidOption& e) {  // the library's option, as its flag
       if (e.option() == "output") throw InvalidOption("option --output: " + e.detail());
+      if (e.option() == "x_axis") throw InvalidOption("option --x: " + e.detail());
       throw;
     }
     return std::string();
@@ -45,6 +46,11 @@ Subcommand add_plot_command(CLI::App& weft) {
         ->required()
         ->type_name("PATH");
     sub->add_option("--title", request->title, "the picture's title")->type_name("TEXT");
+    if (k.kind == report::PlotKind::Training)
+      sub->add_option("--x", request->x_axis,
+                      "the x axis: epoch, or time (each run's wall time: runs of different "
+                      "cost compared at equal time; default epoch)")
+          ->type_name("epoch|time");
     sub->callback([request, kind = k.kind] { request->kind = kind; });
   }
   return Subcommand{cmd, [request](MPI_Comm comm) { return run_plot(*request, comm); }, nullptr};

@@ -230,6 +230,53 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
   }
 }
 
+// --mgopt LEVELS and its settings (MG/Opt over depth, weft/train/mgopt.hpp).
+void resolve_mgopt(const Flags& f, TrainConfig& c) {
+  const char* settings[] = {"--mgopt-factor", "--mgopt-relax", "--mgopt-restriction",
+                            "--mgopt-interpolation", "--mgopt-line-search"};
+  const std::string levels = f.get("--mgopt", "");
+  if (levels.empty()) {
+    for (const char* flag : settings)
+      if (!f.get(flag, "").empty())
+        invalid_value(flag, f.get(flag, ""), "a value used with --mgopt LEVELS (none given)");
+    return;
+  }
+  train::MGOpt& m = c.mgopt;
+  m.levels = static_cast<int>(
+      parse_integer("--mgopt", levels, 1, "an integer in [1, 16]: the depth levels", 16));
+  m.factor = static_cast<int>(parse_integer("--mgopt-factor", f.get("--mgopt-factor", "2"), 2,
+                                            "an integer in [2, 64]", 64));
+  if (!f.get("--mgopt-relax", "").empty()) {
+    const std::string text = f.get("--mgopt-relax", "");
+    const std::string accepted = "PRE,POST,COARSE: optimizer steps >= 0, >= 0, >= 1";
+    const std::vector<int> relax = parse_int_list("--mgopt-relax", text, 0, accepted);
+    if (relax.size() != 3 || relax[2] < 1) invalid_value("--mgopt-relax", text, accepted);
+    m.pre = relax[0];
+    m.post = relax[1];
+    m.coarse = relax[2];
+  }
+  const std::vector<std::string> restrictions = {"injection", "averaging"};
+  if (!f.get("--mgopt-restriction", "").empty())
+    m.restriction = nn::depth_restriction_from(
+        restrictions[parse_choice("--mgopt-restriction", f.get("--mgopt-restriction", ""),
+                                  restrictions)],
+        "weft train");
+  const std::vector<std::string> interpolations = {"constant", "linear"};
+  if (!f.get("--mgopt-interpolation", "").empty())
+    m.interpolation = nn::depth_interpolation_from(
+        interpolations[parse_choice("--mgopt-interpolation", f.get("--mgopt-interpolation", ""),
+                                    interpolations)],
+        "weft train");
+  m.line_search = static_cast<int>(parse_integer(
+      "--mgopt-line-search", f.get("--mgopt-line-search", "4"), 0, "an integer in [0, 30]", 30));
+  if (c.growth.active())
+    invalid_value("--mgopt", levels, "no --mgopt with --grow-depth",
+                  "MG/Opt trains every depth at once; nested iteration one after the other");
+  if (c.iterations.active())
+    invalid_value("--mgopt", levels, "no --mgopt with --fwd-iters/--bwd-iters auto",
+                  "MG/Opt runs with fixed MGRIT iteration counts");
+}
+
 TrainConfig resolve_train(const Flags& f) {
   using D = TrainDefaults;
   TrainConfig c;
@@ -423,6 +470,7 @@ TrainConfig resolve_train(const Flags& f) {
   }
   c.parallel.validate();
   resolve_iteration_control(f, c);
+  resolve_mgopt(f, c);
   return c;
 }
 
@@ -606,6 +654,22 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--grow-interpolation", "constant|linear",
          "with --grow-depth: the refined steps' parameters, piecewise constant or linear in "
          "time (default constant)");
+  f->add(*cmd, "--mgopt", "LEVELS",
+         "MG/Opt over depth: each batch one V-cycle over LEVELS networks, each coarser one with "
+         "1/R of every stage's steps (same T; 1: plain training; docs/training.md)");
+  f->add(*cmd, "--mgopt-factor", "R", "with --mgopt: the depth ratio of the levels (default 2)");
+  f->add(*cmd, "--mgopt-relax", "PRE,POST,COARSE",
+         "with --mgopt: optimizer steps before and after each coarse correction and on the "
+         "coarsest level (default 1,1,2)");
+  f->add(*cmd, "--mgopt-restriction", "injection|averaging",
+         "with --mgopt: a coarse step's parameters from the fine step at its time, or the mean "
+         "of the fine steps it spans (default injection)");
+  f->add(*cmd, "--mgopt-interpolation", "constant|linear",
+         "with --mgopt: the prolonged correction, piecewise constant or linear in time "
+         "(default constant)");
+  f->add(*cmd, "--mgopt-line-search", "N",
+         "with --mgopt: the most halvings of a coarse correction before it is rejected "
+         "(default 4)");
   return Subcommand{cmd,
                     [f](MPI_Comm comm) { return network_runners().train(resolve_train(*f), comm); },
                     network_program};

@@ -94,6 +94,19 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
         depths.c_str(), c.growth.factor, nn::to_string(c.growth.interpolation).c_str(),
         epochs.c_str());
   }
+  if (c.mgopt.active()) {
+    std::string depths;
+    for (int l = 0; l < c.mgopt.levels; ++l)
+      depths += (l ? " -> " : "") +
+                std::to_string(train::step_layers(train::mgopt_level_model(c.model, c.mgopt, l)));
+    std::printf(
+        "  MG/Opt: V-cycles over %s steps, %d,%d optimizer steps before,after each coarse "
+        "correction and %d on the coarsest, %s restriction, %s prolongation, line search of "
+        "%d halvings\n",
+        depths.c_str(), c.mgopt.pre, c.mgopt.post, c.mgopt.coarse,
+        nn::to_string(c.mgopt.restriction).c_str(), nn::to_string(c.mgopt.interpolation).c_str(),
+        c.mgopt.line_search);
+  }
   if (c.iterations.active())
     std::printf(
         "  iterations: %s chosen by the training, %d to %d, exact-gradient checks every "
@@ -138,6 +151,13 @@ void ConsoleReport::epoch_done(const train::EpochDone& e) {
         static_cast<long long>(m.gradient_checks.value_or(0)),
         m.gradient_error ? fmt::format(", gradient error {:.3g}", *m.gradient_error).c_str() : "",
         static_cast<long long>(m.fallbacks.value_or(0)), m.control_ms.value_or(0));
+  if (m.mgopt_levels)
+    std::printf("  MG/Opt: %lld coarse corrections, %lld rejected by the line search%s\n",
+                static_cast<long long>(m.mgopt_corrections.value_or(0)),
+                static_cast<long long>(m.mgopt_rejected.value_or(0)),
+                m.mgopt_step_mean
+                    ? fmt::format(", mean step length {:.3g}", *m.mgopt_step_mean).c_str()
+                    : "");
   std::fflush(stdout);
 }
 

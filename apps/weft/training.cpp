@@ -187,6 +187,15 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
     const std::string flag = e.option() == "grow_epochs" ? "--grow-epochs" : "--grow-depth";
     throw InvalidOption("option " + flag + ": " + e.detail());
   }
+  try {
+    train::validate_mgopt(c.mgopt, c.model, c.serial ? 1 : ranks / replicas);
+  } catch (const InvalidOption& e) {
+    const std::string flag = e.option() == "mgopt_factor"        ? "--mgopt-factor"
+                             : e.option() == "mgopt_relax"       ? "--mgopt-relax"
+                             : e.option() == "mgopt_line_search" ? "--mgopt-line-search"
+                                                                 : "--mgopt";
+    throw InvalidOption("option " + flag + ": " + e.detail());
+  }
   c.data_dir = data_folder(c.data_dir, world);
 
   // Every rank reads the (small) data set, or indexes the image files it streams: the input

@@ -183,6 +183,33 @@ def test_nested_iteration_grows_the_depth_like_the_sequential_reference(comm):
         weft.Trainer(comm, bands(8, 1), bands(8, 2), growth=dict(levels=2))
 
 
+def test_mgopt_trains_like_the_sequential_reference_and_reports_its_corrections(comm):
+    runs = []
+    for serial in (False, True):
+        log = Log()
+        trainer = weft.Trainer(comm, bands(64, 1), bands(32, 2),
+                               model=dict(kind="resnet", channels=2, steps=12), batch=64,
+                               epochs=3, optimizer="sgd", momentum=0.0, lr=0.05, threads=1,
+                               serial=serial, observers=[log],
+                               mgopt=dict(levels=3, restriction="averaging"))
+        trainer.fit()
+        runs.append(log)
+    if comm.rank == 0:
+        parallel, serial = runs
+        losses = [e["train_loss"] for e in parallel.epochs]
+        assert losses[2] < losses[1] < losses[0]  # one full-batch V-cycle per epoch
+        for a, b in zip(parallel.epochs, serial.epochs):
+            assert a["mgopt_levels"] == 3 and a["mgopt_corrections"] == 2
+            assert abs(a["train_loss"] - b["train_loss"]) <= 1e-4 * abs(b["train_loss"])
+    with pytest.raises(weft.InvalidOption, match="mgopt_levels"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), model=dict(kind="resnet", steps=6),
+                     mgopt=dict(levels=3))
+    with pytest.raises(weft.InvalidOption, match="restriction"):
+        weft.MGOpt().restriction = "cubic"
+    with pytest.raises(TypeError, match="unknown mgopt field"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), mgopt=dict(depth=2))
+
+
 def test_iterations_chosen_by_the_training_are_checked_and_reported(comm):
     log = Log()
     trainer = weft.Trainer(comm, bands(64, 1), bands(32, 2),

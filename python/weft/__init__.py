@@ -31,6 +31,7 @@ from ._weft import (  # noqa: F401
     DepthGrowth,
     Divergence,
     IterationControl,
+    MGOpt,
     Error,
     InvalidOption,
     LayerParallelCore,
@@ -54,7 +55,7 @@ from ._weft import (  # noqa: F401
 )
 
 __all__ = [
-    "Trainer", "TrainerOptions", "DepthGrowth", "IterationControl", "ModelConfig", "checkpoint_info", "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
+    "Trainer", "TrainerOptions", "DepthGrowth", "IterationControl", "MGOpt", "ModelConfig", "checkpoint_info", "LayerParallel", "Recurrent", "SequentialNetwork", "Stage", "Options", "MgritOptions", "Error", "InvalidOption",
     "BadData", "Divergence", "MpiError", "StepError", "keep_freed_memory", "trace_start", "trace_batch", "trace_phase",
     "trace_batch_begin", "trace_batch_end", "trace_write", "trace_stop", "layer_stream_seed",
 ]
@@ -424,7 +425,9 @@ class Trainer:
     model trains first with its steps divided by factor**refinements and is refined after each
     entry of epochs (docs/training.md). iterations: MGRIT iterations chosen by the training, a
     weft.IterationControl or a dict of its fields (forward, backward, min_iterations,
-    max_iterations, gradient_tolerance, check_every).
+    max_iterations, gradient_tolerance, check_every). mgopt: MG/Opt over depth, a weft.MGOpt or
+    a dict of its fields (levels, factor, pre, post, coarse, line_search, restriction,
+    interpolation): each batch one V-cycle over the model and its shallower versions.
 
     Observers: any objects with some of the methods run_started, epoch_started, batch_done,
     evaluation_done, epoch_done, checkpoint_written, trace_written, divergence, depth_refined;
@@ -440,7 +443,7 @@ class Trainer:
         for key, value in options.items():
             if not hasattr(opts, key) or key.startswith("_"):
                 raise TypeError(f"weft.Trainer: unknown option '{key}'")
-            kinds = {"growth": DepthGrowth, "iterations": IterationControl}
+            kinds = {"growth": DepthGrowth, "iterations": IterationControl, "mgopt": MGOpt}
             if key in kinds and isinstance(value, dict):
                 made = kinds[key]()
                 for field, v in value.items():

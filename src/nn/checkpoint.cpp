@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/nn/optimizer_state.hpp"
 #include "weft/util/error.hpp"
 #include "weft/util/mpi.hpp"
 
@@ -43,24 +44,6 @@ std::map<std::string, torch::Tensor> named_tensors(torch::nn::Module& module) {
   for (auto& item : module.named_parameters()) out[item.key()] = item.value();
   for (auto& item : module.named_buffers()) out[item.key()] = item.value();
   return out;
-}
-
-// The optimizer's per-parameter tensors, by field name ("momentum_buffer", "exp_avg", ...).
-std::map<std::string, torch::Tensor> optimizer_fields(const torch::optim::Optimizer& optimizer,
-                                                      const torch::Tensor& param) {
-  std::map<std::string, torch::Tensor> fields;
-  const auto& state = optimizer.state();
-  const auto it = state.find(state_key(param));
-  if (it == state.end()) return fields;
-  if (const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(it->second.get())) {
-    if (s->momentum_buffer().defined()) fields["momentum_buffer"] = s->momentum_buffer();
-  } else if (const auto* a = dynamic_cast<const torch::optim::AdamParamState*>(it->second.get())) {
-    fields["step"] = torch::tensor(a->step(), torch::kInt64);
-    fields["exp_avg"] = a->exp_avg();
-    fields["exp_avg_sq"] = a->exp_avg_sq();
-    if (a->max_exp_avg_sq().defined()) fields["max_exp_avg_sq"] = a->max_exp_avg_sq();
-  }
-  return fields;
 }
 
 void require_supported(const torch::optim::Optimizer& optimizer) {
@@ -172,6 +155,42 @@ json read_manifest(const std::string& dir) {
 }
 
 }  // namespace
+
+std::map<std::string, torch::Tensor> optimizer_fields(const torch::optim::Optimizer& optimizer,
+                                                      const torch::Tensor& param) {
+  std::map<std::string, torch::Tensor> fields;
+  const auto& state = optimizer.state();
+  const auto it = state.find(state_key(param));
+  if (it == state.end()) return fields;
+  if (const auto* s = dynamic_cast<const torch::optim::SGDParamState*>(it->second.get())) {
+    if (s->momentum_buffer().defined()) fields["momentum_buffer"] = s->momentum_buffer();
+  } else if (const auto* a = dynamic_cast<const torch::optim::AdamParamState*>(it->second.get())) {
+    fields["step"] = torch::tensor(a->step(), torch::kInt64);
+    fields["exp_avg"] = a->exp_avg();
+    fields["exp_avg_sq"] = a->exp_avg_sq();
+    if (a->max_exp_avg_sq().defined()) fields["max_exp_avg_sq"] = a->max_exp_avg_sq();
+  }
+  return fields;
+}
+
+void set_optimizer_fields(torch::optim::Optimizer& optimizer, const torch::Tensor& param,
+                          const std::map<std::string, torch::Tensor>& fields) {
+  auto& state = optimizer.state();
+  if (dynamic_cast<torch::optim::SGD*>(&optimizer)) {
+    if (!fields.count("momentum_buffer")) return;
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(fields.at("momentum_buffer"));
+    state[state_key(param)] = std::move(s);
+    return;
+  }
+  if (!fields.count("step") || !fields.count("exp_avg") || !fields.count("exp_avg_sq")) return;
+  auto s = std::make_unique<torch::optim::AdamParamState>();
+  s->step(fields.at("step").item<std::int64_t>());
+  s->exp_avg(fields.at("exp_avg"));
+  s->exp_avg_sq(fields.at("exp_avg_sq"));
+  if (fields.count("max_exp_avg_sq")) s->max_exp_avg_sq(fields.at("max_exp_avg_sq"));
+  state[state_key(param)] = std::move(s);
+}
 
 void save_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& module,
                      const torch::optim::Optimizer* optimizer, const std::string& metadata_json) {
@@ -292,8 +311,7 @@ std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Mo
           archive.read("model/" + key, stored);
           std::map<std::string, torch::Tensor> stored_fields;
           if (optimizer)
-            for (const char* field :
-                 {"momentum_buffer", "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+            for (const char* field : kOptimizerFields) {
               torch::Tensor f;
               if (archive.try_read("optim/" + key + "/" + field, f)) stored_fields[field] = f;
             }
@@ -333,27 +351,12 @@ std::string load_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Mo
                         (key == name ? std::string() : " (for '" + name + "')") +
                         " (a checkpoint of a different network?)");
     if (!optimizer) return;
-    auto& state = optimizer->state();
     for (auto& entry : targets) {
       Target& t = entry.second;  // a plain reference: C++17 lambdas cannot capture bindings
-      auto complete = [&](const char* field) {
-        const auto it = t.field_sources.find(field);
-        return it != t.field_sources.end() && it->second == t.sources;
-      };
-      if (dynamic_cast<torch::optim::SGD*>(optimizer)) {
-        if (!complete("momentum_buffer")) continue;
-        auto s = std::make_unique<torch::optim::SGDParamState>();
-        s->momentum_buffer(t.fields.at("momentum_buffer"));
-        state[state_key(t.tensor)] = std::move(s);
-      } else {
-        if (!complete("step") || !complete("exp_avg") || !complete("exp_avg_sq")) continue;
-        auto s = std::make_unique<torch::optim::AdamParamState>();
-        s->step(t.fields.at("step").item<int64_t>());
-        s->exp_avg(t.fields.at("exp_avg"));
-        s->exp_avg_sq(t.fields.at("exp_avg_sq"));
-        if (complete("max_exp_avg_sq")) s->max_exp_avg_sq(t.fields.at("max_exp_avg_sq"));
-        state[state_key(t.tensor)] = std::move(s);
-      }
+      std::map<std::string, torch::Tensor> complete;
+      for (const auto& [field, value] : t.fields)
+        if (t.field_sources.at(field) == t.sources) complete[field] = value;
+      set_optimizer_fields(*optimizer, t.tensor, complete);
     }
   });
   return metadata;

@@ -145,17 +145,23 @@ void plot_training(const PlotRequest& a, const Scratch& scratch) {
   const std::string fields =
       "JSON lines with epoch, train_loss, train_accuracy, test_loss, "
       "test_accuracy (weft train --metrics)";
+  const bool time = a.x_axis == "time";
+  if (!time && a.x_axis != "epoch")
+    throw InvalidOption("plot", "x_axis", "'" + a.x_axis + "' is invalid; accepted: epoch, time");
   std::vector<std::string> data;
   for (const std::string& path : a.inputs) {
     std::istringstream lines(read_file(path));
     std::string line, rows;
     int n = 0;
+    double elapsed = 0;  // the run's wall time at the end of the epoch [s]
     while (std::getline(lines, line)) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const std::string where = "line " + std::to_string(n);
       const json j = parse_json(path, line, fields, where);
-      rows += fmt::format("{} {:.9g} {:.9g} {:.9g} {:.9g}\n", number_field(j, "epoch", path, where),
+      if (time) elapsed += number_field(j, "epoch_seconds", path, where);
+      rows += fmt::format("{} {:.9g} {:.9g} {:.9g} {:.9g}\n",
+                          time ? elapsed : number_field(j, "epoch", path, where),
                           number_field(j, "train_loss", path, where),
                           number_field(j, "train_accuracy", path, where),
                           number_field(j, "test_loss", path, where),
@@ -166,7 +172,8 @@ void plot_training(const PlotRequest& a, const Scratch& scratch) {
   }
   std::string s = header(a, 2);
   s += multiplot(a, 2, "weft train");
-  s += "set xlabel 'epoch'\nset xtics 1\nset style data linespoints\n";
+  s += time ? "set xlabel 'wall time [s]'\nset style data linespoints\n"
+            : "set xlabel 'epoch'\nset xtics 1\nset style data linespoints\n";
   auto panel = [&](const char* title, int train_column, int test_column) {
     s += fmt::format("set title '{}'\nplot ", title);
     for (std::size_t i = 0; i < data.size(); ++i) {

@@ -150,6 +150,22 @@ BatchOutcome Classifier::gradients(const torch::Tensor& x, const torch::Tensor& 
   return out;
 }
 
+double Classifier::loss(const torch::Tensor& x, const torch::Tensor& y, PhaseTimes& t,
+                        double weight) {
+  const double t0 = now();
+  torch::NoGradGuard no_grad;
+  trace::Span phase("forward", "train", trace::Kind::Phase);
+  const torch::Tensor logits = recurrent_ ? recurrent_->forward(x)
+                               : serial_  ? sequential_->forward(x)
+                                          : parallel_->forward(x);
+  double value = 0;
+  if (serial_ || recurrent_ || parallel_->owns_output())
+    value = torch::nn::functional::cross_entropy(logits, y).item<double>() * weight;
+  if (!serial_ && !recurrent_) value = parallel_->broadcast_from_output(value);
+  t.forward = now() - t0;
+  return value;
+}
+
 BatchOutcome Classifier::evaluate(const torch::Tensor& x, const torch::Tensor& y,
                                   std::vector<std::int64_t>& confusion, int classes) {
   torch::NoGradGuard no_grad;

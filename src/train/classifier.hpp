@@ -60,6 +60,9 @@ class Classifier {
   BatchOutcome gradients(const torch::Tensor& x, const torch::Tensor& y, PhaseTimes& t,
                          double weight = 1.0);
   void step(torch::optim::Optimizer& opt, PhaseTimes& t);
+  /// The mean loss of the batch in training mode (batch statistics, dropout), without
+  /// gradients, times `weight`, on every rank of the chain [t.forward].
+  double loss(const torch::Tensor& x, const torch::Tensor& y, PhaseTimes& t, double weight = 1.0);
   /// The solvers' options in force (exact mode for the sequential reference), and new ones
   /// (collective; ignored by the sequential reference).
   nn::LayerParallelOptions solver_options();

@@ -141,6 +141,12 @@ json metrics_json(const EpochMetrics& m) {
     record["gradient_error"] = optional_number(m.gradient_error);
     record["control_ms"] = optional_number(m.control_ms);
   }
+  if (m.mgopt_levels) {
+    record["mgopt_levels"] = *m.mgopt_levels;
+    record["mgopt_corrections"] = m.mgopt_corrections.value_or(0);
+    record["mgopt_rejected"] = m.mgopt_rejected.value_or(0);
+    record["mgopt_step_mean"] = optional_number(m.mgopt_step_mean);
+  }
   if (!m.per_rank.empty()) {
     json per_rank = json::array();
     for (const RankTiming& r : m.per_rank)

@@ -46,6 +46,15 @@ void validate(const TrainerOptions& o, int ranks) {
   }
   validate_growth(o.growth, o.model, o.epochs, o.serial ? 1 : ranks / replicas,
                   !o.checkpoint_dir.empty());
+  validate_mgopt(o.mgopt, o.model, o.serial ? 1 : ranks / replicas);
+  if (o.mgopt.active() && o.growth.active())
+    invalid("mgopt_levels",
+            "MG/Opt and nested iteration over depth (growth) are given together; "
+            "accepted: one of them");
+  if (o.mgopt.active() && o.iterations.active())
+    invalid("mgopt_levels",
+            "MG/Opt with automatic MGRIT iterations (iteration_control) is not supported; "
+            "accepted: MG/Opt with fixed iteration counts");
   if (o.trace_batches < 1)
     invalid("trace_batches", std::to_string(o.trace_batches) + " is invalid; accepted: >= 1");
 }

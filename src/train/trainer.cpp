@@ -19,6 +19,7 @@
 
 #include "classifier.hpp"
 #include "json_records.hpp"
+#include "multilevel_optimizer.hpp"
 #include "prefetcher.hpp"
 #include "weft/nn/checkpoint.hpp"
 #include "weft/util/clock.hpp"
@@ -88,6 +89,8 @@ struct Trainer::State {
   int level = 0;  ///< nested iteration: the depth level the model is at (depth_growth.hpp)
   /// Automatic iterations (iteration_control.hpp), and what it did in the current epoch.
   std::unique_ptr<IterationController> controller;
+  /// MG/Opt's coarser levels and V-cycles (mgopt.hpp).
+  std::unique_ptr<MultilevelOptimizer> mgopt;
   struct ControlTally {
     std::int64_t fallbacks = 0;
     std::vector<double> errors;
@@ -227,6 +230,10 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
     s.controller =
         std::make_unique<IterationController>(o.iterations, o.parallel.forward().max_iterations(),
                                               o.parallel.backward().max_iterations());
+  if (o.mgopt.active())
+    s.mgopt = std::make_unique<MultilevelOptimizer>(
+        o.mgopt, o.model, s.train->example_shape(), s.comm, s.data, s.agree, o.serial, o.parallel,
+        [&o](torch::nn::Module& module) { return make_optimizer(o, module); });
   if (!o.resume_dir.empty())
     mpi::collectively(s.comm, [&] {
       nn::load_checkpoint(o.resume_dir, s.model->checkpoint_comm(), s.model->module(),
@@ -332,6 +339,8 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   std::int64_t seen = 0, fwd_levels = 1, bwd_levels = 1;
   std::int64_t steps = 0;  // step evaluations on this rank
   tally = ControlTally{};
+  if (mgopt) mgopt->take_tally();
+  std::int64_t mgopt_steps = 0;  // mgopt's tally.steps before this batch
   // This replica's share of each global batch (the first n % D replicas one row more), loaded
   // ahead on a background thread while the solves run; ranks that do not take the inputs load
   // the labels alone. A last batch too small to split is dropped on every rank.
@@ -382,8 +391,12 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     BatchOutcome b;
     const double weight = static_cast<double>(mine * replicas) / static_cast<double>(n);
     try {
-      b = controller ? controlled_batch(batch, weight, global_batch, run_batch, t)
-                     : model->train(batch.inputs, batch.labels, *optimizer, t, weight);
+      if (controller)
+        b = controlled_batch(batch, weight, global_batch, run_batch, t);
+      else if (mgopt)
+        b = mgopt->cycle(*model, *optimizer, batch, weight, global_batch, lr, t);
+      else
+        b = model->train(batch.inputs, batch.labels, *optimizer, t, weight);
     } catch (const Diverged& e) {
       for (auto& obs : observers) obs->divergence({rank, epoch, k, e.loss()});
       throw;
@@ -404,7 +417,9 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     if (model->solve_report(true)) {
       const nn::SolveReport& forward = controller ? mgrit_forward : *model->solve_report(true);
       const nn::SolveReport& backward = controller ? mgrit_backward : *model->solve_report(false);
-      steps += forward.statistics.total_steps() + backward.statistics.total_steps();
+      // MG/Opt runs many solves per batch, on every level: it counts them.
+      steps += mgopt ? mgopt->tally().steps - std::exchange(mgopt_steps, mgopt->tally().steps)
+                     : forward.statistics.total_steps() + backward.statistics.total_steps();
       fwd_it.push_back(forward.result.iterations);
       bwd_it.push_back(backward.result.iterations);
       if (auto r = forward.result.final_residual()) fwd_res.push_back(*r);
@@ -497,6 +512,14 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     mpi::check(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, agree),
                "MPI_Allreduce (control time)");
     m.control_ms = ms;
+  }
+  if (mgopt) {
+    const MGOptTally mt = mgopt->take_tally();
+    m.mgopt_levels = o.mgopt.levels;
+    m.mgopt_corrections = mt.corrections;
+    m.mgopt_rejected = mt.rejected;
+    if (mt.corrections > mt.rejected)
+      m.mgopt_step_mean = mt.step_sum / static_cast<double>(mt.corrections - mt.rejected);
   }
   m.ranks = o.serial ? 1 : ranks;
   m.fwd_levels = fwd_levels;

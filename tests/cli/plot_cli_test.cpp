@@ -68,6 +68,9 @@ TEST_P(Plots, AreDrawnAsValidPictures) {
     const std::string svg = slurp(out);
     EXPECT_NE(svg.find("<svg"), std::string::npos);
     EXPECT_NE(svg.find("</svg>"), std::string::npos);
+    if (GetParam().args.find("--x time") != std::string::npos) {
+      EXPECT_NE(svg.find("wall time [s]"), std::string::npos);  // the runs against their time
+    }
   }
 }
 
@@ -78,6 +81,9 @@ INSTANTIATE_TEST_SUITE_P(
         Picture{"training " + input("exact_2ranks.jsonl") + " " + input("mgrit_3ranks.jsonl") +
                     " " + input("serial.jsonl"),
                 "training_three.png"},
+        Picture{
+            "training --x time " + input("exact_2ranks.jsonl") + " " + input("mgrit_3ranks.jsonl"),
+            "training_time.svg"},
         Picture{"convergence " + input("heat1d_fcf.json") + " " + input("heat1d_f.json") + " " +
                     input("dahlquist_gradient.json"),
                 "convergence.png"},
@@ -138,6 +144,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadPlot{"scaling " + input("predict_weak.json") + " " + input("predict.json") + " -o x.png",
                 "strong and weak scaling files mixed"},
         BadPlot{"training " + input("exact_2ranks.jsonl") + " -o x.jpg", "option --output"},
+        BadPlot{"training --x steps " + input("exact_2ranks.jsonl") + " -o x.png",
+                "option --x: 'steps' is invalid"},
         BadPlot{"training " + input("exact_2ranks.jsonl") + " -o no/such/dir/x.png",
                 "option --output"},
         BadPlot{"training " + input("exact_2ranks.jsonl"), "--output is required"},

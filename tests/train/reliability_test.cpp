@@ -234,6 +234,64 @@ TEST(AutoIterations, BadCombinationsGetOneLineAndExitTwo) {
                   "weft predict prices a fixed count");
 }
 
+// --- 3d. MG/Opt over depth: --mgopt LEVELS ------------------------------------------------------
+
+TEST(MGOpt, TrainsLikeTheSerialRunAndResumes) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  const std::string mgopt = "--steps 8 --channels 2 --mgopt 3 --mgopt-relax 1,0,2 --data " + data;
+  const auto parallel = weft::train_test::train(2, mgopt + " --epochs 2", dir, "parallel");
+  const auto serial = weft::train_test::train(1, mgopt + " --epochs 2 --serial", dir, "serial");
+  ASSERT_EQ(parallel.size(), 2u);
+  ASSERT_EQ(serial.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(parallel[e]["mgopt_levels"], 3);
+    EXPECT_EQ(parallel[e]["mgopt_corrections"], 2);  // one batch: levels 0 and 1 correct once
+    EXPECT_EQ(parallel[e]["mgopt_rejected"], serial[e]["mgopt_rejected"]);
+    weft::train_test::expect_relative(parallel[e]["test_loss"].get<double>(),
+                                      serial[e]["test_loss"].get<double>(), 1e-4, "test loss");
+  }
+  const std::string ck = (dir / "ck").string();
+  const std::string base = "train --no-progress --threads 1 " + mgopt;
+  const Outcome first = weft(2, base + " --epochs 1 --checkpoint " + ck, dir);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.out.find("MG/Opt: V-cycles over 8 -> 4 -> 2 steps"), std::string::npos)
+      << first.out;
+  const Outcome rest = weft(
+      2, base + " --epochs 2 --resume " + ck + " --metrics " + (dir / "resumed.jsonl").string(),
+      dir);
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  const auto resumed = weft::train_test::read_metrics(dir / "resumed.jsonl");
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_NEAR(resumed[0]["test_loss"].get<double>(), parallel[1]["test_loss"].get<double>(), 1e-6);
+}
+
+TEST(MGOpt, BadCombinationsGetOneLineAndExitTwo) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  const std::string train = kQuick + "--data " + data + " ";
+  expect_one_line(
+      weft(0, train + "--mgopt 4", dir), 2,
+      "option --mgopt: level 3 would have 4/8 steps in the network, not a whole number");
+  for (const char* bad : {"0", "17", "x"})
+    expect_one_line(weft(0, train + "--mgopt " + bad, dir), 2, "option --mgopt");
+  for (const char* bad : {"1,1", "1,1,0", "-1,1,1"})
+    expect_one_line(weft(0, train + "--mgopt 2 --mgopt-relax " + bad, dir), 2,
+                    "option --mgopt-relax");
+  expect_one_line(weft(0, train + "--mgopt-factor 2", dir), 2,
+                  "option --mgopt-factor: '2' is invalid; accepted: a value used with --mgopt");
+  expect_one_line(weft(0, train + "--mgopt 2 --mgopt-restriction cubic", dir), 2,
+                  "option --mgopt-restriction");
+  expect_one_line(weft(0, train + "--mgopt 2 --mgopt-line-search 31", dir), 2,
+                  "option --mgopt-line-search");
+  expect_one_line(weft(0, train + "--mgopt 2 --grow-depth 2,1 --epochs 2", dir), 2,
+                  "no --mgopt with --grow-depth");
+  expect_one_line(weft(2, train + "--mgopt 3", dir), 2,
+                  "leave the coarsest network 1 chain layers, fewer than the 2");
+  expect_one_line(weft(0, "train --no-progress --model gru --data " + data + " --mgopt 2", dir), 2,
+                  "option --mgopt: the gru model has no depth hierarchy");
+}
+
 // --- 4. resource guards ---------------------------------------------------------------------
 
 TEST(Resources, HugeSizesAreRefusedAtOnceWithTheEstimate) {

@@ -22,10 +22,17 @@
 namespace weft::nn {
 
 enum class DepthInterpolation { Constant, Linear };
+/// How a coarse step's parameters come from the fine network (MG/Opt's restriction):
+///   injection  θ_c[i] = θ_f[r·i]                       (the fine step at the same time)
+///   averaging  θ_c[i] = (θ_f[r·i] + … + θ_f[r·i+r−1]) / r  (the fine steps it spans)
+enum class DepthRestriction { Injection, Averaging };
 
 /// "constant" | "linear"; weft::InvalidOption(owner, "depth_interpolation", ...) otherwise.
 DepthInterpolation depth_interpolation_from(const std::string& name, const std::string& owner);
 std::string to_string(DepthInterpolation interpolation);
+/// "injection" | "averaging"; weft::InvalidOption(owner, "restriction", ...) otherwise.
+DepthRestriction depth_restriction_from(const std::string& name, const std::string& owner);
+std::string to_string(DepthRestriction restriction);
 
 /// For a key of the network being loaded, the stored keys and the weights of their sum.
 using KeySources =
@@ -44,6 +51,12 @@ struct DepthRefinement {
   /// transition_<n>.x, every other key from itself. weft::InvalidOption when the refinement is
   /// invalid (factor < 2, a stage without steps).
   KeySources key_sources() const;
+  /// The other way: for coarse chain layer c, the fine chain layers and weights (transitions
+  /// copied).
+  std::vector<std::pair<std::int64_t, double>> restriction_sources(
+      std::int64_t coarse_layer, DepthRestriction restriction) const;
+  /// Names of the coarse network from names of the fine one, as key_sources().
+  KeySources restriction_key_sources(DepthRestriction restriction) const;
   void validate() const;
 };
 

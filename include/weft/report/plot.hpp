@@ -33,6 +33,9 @@ struct PlotRequest {
   std::vector<std::string> inputs;
   std::string output;  ///< ends in .png or .svg; its folder must be writable
   std::string title;   ///< empty: one that names the kind
+  /// training: the x axis, "epoch" or "time" (the run's wall time at the end of each epoch,
+  /// the sum of its epoch_seconds: runs of different cost compared at equal time).
+  std::string x_axis = "epoch";
 };
 
 /// Writes the picture. Throws weft::InvalidOption("plot", "output", ...) for an output that is

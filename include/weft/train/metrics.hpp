@@ -40,6 +40,11 @@ struct EpochMetrics {
   std::optional<std::int64_t> fallbacks, gradient_checks;
   std::optional<double> gradient_error, control_ms;
   bool iteration_control = false;
+  /// MG/Opt (mgopt.hpp): its levels, the coarse corrections of the epoch, the mean step
+  /// length α of the accepted ones (none when none was) and how many the line search rejected.
+  std::optional<int> mgopt_levels;
+  std::optional<std::int64_t> mgopt_corrections, mgopt_rejected;
+  std::optional<double> mgopt_step_mean;
   int ranks = 1;  ///< all ranks of the run (1 with serial)
   std::int64_t fwd_levels = 1, bwd_levels = 1;
   int data_ranks = 1;  ///< replicas

@@ -7,6 +7,7 @@
 #include "weft/nn/options.hpp"
 #include "weft/train/depth_growth.hpp"
 #include "weft/train/iteration_control.hpp"
+#include "weft/train/mgopt.hpp"
 #include "weft/train/model_config.hpp"
 #include "weft/util/error.hpp"
 
@@ -32,6 +33,9 @@ struct TrainerOptions {
   /// MGRIT iterations chosen by the training (iteration_control.hpp): the automatic
   /// directions start from parallel's counts.
   IterationControl iterations;
+  /// MG/Opt over depth (mgopt.hpp): each batch a V-cycle over `model` and its shallower
+  /// versions (levels 0: plain training).
+  MGOpt mgopt;
   /// Evaluation batch; 0: max(batch, 500).
   std::int64_t eval_batch = 0;
   std::string checkpoint_dir;               ///< a checkpoint after every epoch (empty: none)

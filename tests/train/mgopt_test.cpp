@@ -1,0 +1,270 @@
+// MG/Opt over depth (weft/train/mgopt.hpp): the coherence correction makes the coarse gradient
+// the transposed fine gradient at every layout of ranks, one level is plain training bit for
+// bit, the line search keeps a full-batch objective decreasing, layer-parallel MG/Opt trains
+// like the sequential one, resume, and what is refused.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "classifier.hpp"
+#include "expect.hpp"
+#include "multilevel_optimizer.hpp"
+#include "trainer_support.hpp"
+#include "weft/train/depth_growth.hpp"
+#include "weft/train/mgopt.hpp"
+#include "weft/train/trainer.hpp"
+
+namespace {
+
+namespace train = weft::train;
+using weft::test::bands;
+using weft::test::expect_invalid_field;
+using weft::test::expect_resumed_follows;
+using weft::test::fit;
+using weft::test::shared_folder;
+using weft::test::small_options;
+using weft::test::world_rank;
+using weft::test::world_size;
+using weft::test_support::expect_relative;
+
+std::map<std::string, torch::Tensor> named(torch::nn::Module& module, bool gradients) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& item : module.named_parameters())
+    out[item.key()] = gradients ? item.value().grad().clone() : item.value().detach().clone();
+  return out;
+}
+
+/// "step_<n>.rest" -> n, or -1 for open/close.
+int step_of(const std::string& key) {
+  if (key.rfind("step_", 0) != 0) return -1;
+  return std::stoi(key.substr(5, key.find('.') - 5));
+}
+std::string rest_of(const std::string& key) {
+  return key.substr(key.find('.'));
+}
+
+// (a) Restricted to the coarse network, with the coherence term v = Pᵀg − ∇f_H(Rθ), the coarse
+// objective's gradient at Rθ is Pᵀg: for piecewise-constant prolongation the sum of the fine
+// steps' gradients a coarse step spans. Layer-parallel (exact mode, the fine and the coarse
+// network each in their own layout over the ranks) against the sequential network's gradients.
+TEST(MGOpt, CoherenceMakesTheCoarseGradientTheTransposedFineGradient) {
+  for (const auto restriction :
+       {weft::nn::DepthRestriction::Injection, weft::nn::DepthRestriction::Averaging}) {
+    SCOPED_TRACE(weft::nn::to_string(restriction));
+    train::ModelConfig model = small_options().model;
+    model.steps = 8;
+    train::MGOpt mgopt;
+    mgopt.levels = 2;
+    mgopt.restriction = restriction;
+    const auto data = bands(16, 3);
+    const train::Batch batch = data->range(0, 16);
+    const std::vector<std::int64_t> shape = data->example_shape();
+    const auto exact = weft::nn::LayerParallelOptions::exact();
+    auto sgd = [](torch::nn::Module& m) {
+      return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(0.1));
+    };
+    // The sequential network's parameters and gradients, on every rank.
+    train::Classifier reference(model, shape, MPI_COMM_SELF, MPI_COMM_NULL, true, exact);
+    auto reference_optimizer = sgd(reference.module());
+    train::PhaseTimes t;
+    reference_optimizer->zero_grad();
+    reference.gradients(batch.inputs, batch.labels, t);
+    const auto theta = named(reference.module(), false);
+    const auto g = named(reference.module(), true);
+
+    train::Classifier fine(model, shape, MPI_COMM_WORLD, MPI_COMM_NULL, false, exact);
+    auto fine_optimizer = sgd(fine.module());
+    train::MultilevelOptimizer levels(mgopt, model, shape, MPI_COMM_WORLD, MPI_COMM_NULL,
+                                      MPI_COMM_WORLD, false, exact, sgd);
+    levels.bind_fine(fine, *fine_optimizer);
+    std::vector<torch::Tensor> transposed;
+    const double f0 = levels.coarse_problem(0, batch, 1.0, 0, &transposed);
+    EXPECT_GT(f0, 0);
+    const double coarse_objective = levels.gradient(1, batch, 1.0, 0);
+    EXPECT_TRUE(std::isfinite(coarse_objective));
+    train::Classifier& coarse = levels.level_model(1);
+    const auto params = coarse.module().named_parameters();
+    ASSERT_EQ(params.size(), transposed.size());
+    ASSERT_EQ(levels.coherence(1).size(), params.size());
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const std::string key = params[i].key();
+      SCOPED_TRACE(key);
+      const int n = step_of(key);
+      const std::string first = n < 0 ? key : "step_" + std::to_string(2 * n) + rest_of(key);
+      const std::string second = n < 0 ? key : "step_" + std::to_string(2 * n + 1) + rest_of(key);
+      // Rθ: the fine step at the coarse step's time, or the mean of the two it spans.
+      const torch::Tensor restricted = n < 0 || restriction == weft::nn::DepthRestriction::Injection
+                                           ? theta.at(first)
+                                           : (theta.at(first) + theta.at(second)) / 2;
+      EXPECT_TRUE(torch::allclose(params[i].value(), restricted, 1e-6, 1e-7));
+      // Pᵀg from the sequential gradients, and the coherent coarse gradient.
+      const torch::Tensor expected = n < 0 ? g.at(key) : g.at(first) + g.at(second);
+      EXPECT_TRUE(torch::allclose(transposed[i], expected, 1e-4, 1e-6))
+          << (transposed[i] - expected).abs().max().item<double>();
+      const torch::Tensor coherent = params[i].value().grad();
+      ASSERT_TRUE(coherent.defined());
+      const double scale = expected.abs().max().item<double>();
+      EXPECT_LE((coherent - transposed[i]).abs().max().item<double>(), 1e-5 * scale + 1e-7);
+    }
+  }
+}
+
+// (b) With one level, MG/Opt is plain training, bit for bit: every batch's loss and every
+// epoch's figures, layer-parallel and sequential.
+TEST(MGOpt, OneLevelIsPlainTrainingBitForBit) {
+  for (const bool serial : {false, true}) {
+    train::TrainerOptions plain = small_options();
+    plain.serial = serial;
+    train::TrainerOptions one = plain;
+    one.mgopt.levels = 1;
+    const auto a = fit(plain), b = fit(one);
+    if (serial && world_rank() != 0) continue;
+    ASSERT_EQ(a->batches.size(), b->batches.size());
+    ASSERT_FALSE(a->batches.empty());
+    for (std::size_t k = 0; k < a->batches.size(); ++k)
+      EXPECT_EQ(a->batches[k].loss, b->batches[k].loss);
+    ASSERT_EQ(a->epochs.size(), b->epochs.size());
+    for (std::size_t e = 0; e < a->epochs.size(); ++e) {
+      EXPECT_EQ(a->epochs[e].train_loss, b->epochs[e].train_loss);
+      EXPECT_EQ(a->epochs[e].test_loss, b->epochs[e].test_loss);
+      EXPECT_EQ(b->epochs[e].mgopt_levels, 1);
+      EXPECT_EQ(b->epochs[e].mgopt_corrections, 0);
+    }
+  }
+}
+
+/// Full-batch MG/Opt with Adam over 12, 6 and 3 steps: one V-cycle per epoch on one objective.
+/// Four Adam steps on the coarsest level overshoot at times: the line search then shortens or
+/// rejects the correction.
+train::TrainerOptions full_batch_options() {
+  train::TrainerOptions o = small_options();
+  o.model.steps = 12;
+  o.batch = 64;  // the whole training set
+  o.lr = 0.02;
+  o.lr_schedule = "constant";
+  o.epochs = 8;
+  o.mgopt.levels = 3;
+  o.mgopt.coarse = 4;
+  return o;
+}
+
+// (c) Each V-cycle's line search accepts a coarse correction only where it lowers the
+// objective (shortened or rejected where the coarse steps overshoot), and the smoothing steps
+// lower it too: the full-batch loss falls at every cycle. Layer-parallel (exact mode) and
+// sequential MG/Opt take the same steps.
+TEST(MGOpt, FullBatchObjectiveDecreasesAtEveryCycle) {
+  const train::TrainerOptions o = full_batch_options();
+  const auto parallel = fit(o);
+  train::TrainerOptions serial_options = o;
+  serial_options.serial = true;
+  const auto serial = fit(serial_options);
+  if (world_rank() != 0) return;
+  ASSERT_EQ(parallel->batches.size(), 8u);
+  for (std::size_t k = 1; k < parallel->batches.size(); ++k)
+    EXPECT_LT(parallel->batches[k].loss, parallel->batches[k - 1].loss) << "cycle " << k;
+  std::int64_t accepted = 0, shortened_or_rejected = 0;
+  for (const auto& m : parallel->epochs) {
+    EXPECT_EQ(m.mgopt_levels, 3);
+    EXPECT_EQ(m.mgopt_corrections, 2);  // levels 0 and 1 each take one per cycle
+    accepted += *m.mgopt_corrections - *m.mgopt_rejected;
+    if (*m.mgopt_rejected > 0 || (m.mgopt_step_mean && *m.mgopt_step_mean < 1))
+      ++shortened_or_rejected;
+    if (m.mgopt_step_mean) {
+      EXPECT_GT(*m.mgopt_step_mean, 0);
+      EXPECT_LE(*m.mgopt_step_mean, 1);
+    }
+    ASSERT_TRUE(m.step_evaluations);
+    EXPECT_GT(*m.step_evaluations, 0);
+  }
+  EXPECT_GT(accepted, 0) << "no coarse correction was ever taken";
+  EXPECT_GT(shortened_or_rejected, 0) << "the line search never acted";
+  ASSERT_EQ(serial->batches.size(), parallel->batches.size());
+  for (std::size_t k = 0; k < serial->batches.size(); ++k)  // the loss falls to ~1e-5
+    EXPECT_NEAR(parallel->batches[k].loss, serial->batches[k].loss,
+                1e-4 * serial->batches[k].loss + 1e-7)
+        << "cycle " << k;
+}
+
+// Stages with batch norm, Adam (its moments restricted to every level), averaging and linear
+// prolongation: layer-parallel MG/Opt trains like the sequential one.
+TEST(MGOpt, StagesWithAdamTrainLikeTheSequentialReference) {
+  train::TrainerOptions o = small_options();
+  o.model.kind = "stages";
+  o.model.stage_channels = {2, 4};
+  o.model.stage_steps = {4, 4};
+  o.mgopt.levels = 2;
+  o.mgopt.restriction = weft::nn::DepthRestriction::Averaging;
+  o.mgopt.interpolation = weft::nn::DepthInterpolation::Linear;
+  const auto parallel = fit(o);
+  o.serial = true;
+  const auto serial = fit(o);
+  if (world_rank() != 0) return;
+  ASSERT_EQ(parallel->epochs.size(), 2u);
+  for (std::size_t e = 0; e < 2; ++e) {
+    expect_relative(parallel->epochs[e].train_loss, serial->epochs[e].train_loss, 1e-4, "train");
+    expect_relative(parallel->epochs[e].test_loss, serial->epochs[e].test_loss, 1e-4, "test");
+  }
+  EXPECT_LT(parallel->epochs[1].train_loss, parallel->epochs[0].train_loss);
+}
+
+// SGD with momentum: its momenta are restricted at every cycle and the fine ones checkpointed.
+TEST(MGOpt, ResumedRunFollowsTheUninterruptedOne) {
+  train::TrainerOptions o = small_options();
+  o.optimizer = "sgd";
+  o.momentum = 0.9;
+  o.model.steps = 8;
+  o.lr_schedule = "constant";
+  o.mgopt.levels = 2;
+  o.epochs = 3;
+  const auto straight = fit(o);
+  o.epochs = 1;
+  o.checkpoint_dir = shared_folder("mgopt");
+  fit(o);
+  o.epochs = 3;
+  o.resume_dir = o.checkpoint_dir;
+  o.checkpoint_dir.clear();
+  const auto resumed = fit(o);
+  expect_resumed_follows(*resumed, *straight);
+}
+
+TEST(MGOpt, RefusesWhatItCannotCoarsen) {
+  train::TrainerOptions o = small_options();  // 6 steps
+  o.mgopt.levels = 3;                         // 6 / 4 steps on the coarsest level
+  expect_invalid_field(o, "mgopt_levels");
+  o.mgopt.levels = 2;
+  o.mgopt.coarse = 0;
+  expect_invalid_field(o, "mgopt_relax");
+  o.mgopt.coarse = 1;
+  o.mgopt.line_search = -1;
+  expect_invalid_field(o, "mgopt_line_search");
+  o.mgopt.line_search = 4;
+  o.mgopt.factor = 1;
+  expect_invalid_field(o, "mgopt_factor");
+  o = small_options();
+  o.mgopt.levels = 2;
+  o.model.kind = "gru";
+  expect_invalid_field(o, "mgopt_levels");
+  o = small_options();
+  o.mgopt.levels = 2;
+  o.model.steps = 12;
+  o.growth.refinements = 1;
+  expect_invalid_field(o, "mgopt_levels");
+  o = small_options();
+  o.mgopt.levels = 2;
+  o.parallel = weft::nn::LayerParallelOptions::multilevel(2, 2, 1, 1);
+  o.iterations.forward = true;
+  expect_invalid_field(o, "mgopt_levels");
+  if (world_size() > 1) {  // 16 / 2^4 = 1 step for several ranks
+    o = small_options();
+    o.model.steps = 16;
+    o.mgopt.levels = 5;
+    expect_invalid_field(o, "mgopt_levels");
+  }
+}
+
+}  // namespace
