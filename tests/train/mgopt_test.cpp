@@ -138,14 +138,16 @@ TEST(MGOpt, OneLevelIsPlainTrainingBitForBit) {
   }
 }
 
-/// Full-batch MG/Opt with Adam over 12, 6 and 3 steps: one V-cycle per epoch on one objective.
-/// Four Adam steps on the coarsest level overshoot at times: the line search then shortens or
-/// rejects the correction.
-train::TrainerOptions full_batch_options() {
+/// Full-batch MG/Opt over 12, 6 and 3 steps: one V-cycle per epoch on one objective. Plain SGD
+/// with a small step is a descent method, so the smoothing lowers the objective; four Adam steps
+/// on the coarsest level (`adam`) overshoot at times instead.
+train::TrainerOptions full_batch_options(bool adam) {
   train::TrainerOptions o = small_options();
   o.model.steps = 12;
   o.batch = 64;  // the whole training set
-  o.lr = 0.02;
+  o.optimizer = adam ? "adam" : "sgd";
+  o.momentum = 0;
+  o.lr = adam ? 0.02 : 0.05;
   o.lr_schedule = "constant";
   o.epochs = 8;
   o.mgopt.levels = 3;
@@ -153,12 +155,11 @@ train::TrainerOptions full_batch_options() {
   return o;
 }
 
-// (c) Each V-cycle's line search accepts a coarse correction only where it lowers the
-// objective (shortened or rejected where the coarse steps overshoot), and the smoothing steps
-// lower it too: the full-batch loss falls at every cycle. Layer-parallel (exact mode) and
-// sequential MG/Opt take the same steps.
+// (c) The line search accepts a coarse correction only where it lowers the objective, and the
+// SGD smoothing steps lower it too: the full-batch loss falls at every cycle. Layer-parallel
+// (exact mode) and sequential MG/Opt take the same steps.
 TEST(MGOpt, FullBatchObjectiveDecreasesAtEveryCycle) {
-  const train::TrainerOptions o = full_batch_options();
+  const train::TrainerOptions o = full_batch_options(false);
   const auto parallel = fit(o);
   train::TrainerOptions serial_options = o;
   serial_options.serial = true;
@@ -167,27 +168,35 @@ TEST(MGOpt, FullBatchObjectiveDecreasesAtEveryCycle) {
   ASSERT_EQ(parallel->batches.size(), 8u);
   for (std::size_t k = 1; k < parallel->batches.size(); ++k)
     EXPECT_LT(parallel->batches[k].loss, parallel->batches[k - 1].loss) << "cycle " << k;
-  std::int64_t accepted = 0, shortened_or_rejected = 0;
+  std::int64_t accepted = 0;
   for (const auto& m : parallel->epochs) {
     EXPECT_EQ(m.mgopt_levels, 3);
     EXPECT_EQ(m.mgopt_corrections, 2);  // levels 0 and 1 each take one per cycle
     accepted += *m.mgopt_corrections - *m.mgopt_rejected;
-    if (*m.mgopt_rejected > 0 || (m.mgopt_step_mean && *m.mgopt_step_mean < 1))
-      ++shortened_or_rejected;
-    if (m.mgopt_step_mean) {
-      EXPECT_GT(*m.mgopt_step_mean, 0);
-      EXPECT_LE(*m.mgopt_step_mean, 1);
-    }
     ASSERT_TRUE(m.step_evaluations);
     EXPECT_GT(*m.step_evaluations, 0);
   }
   EXPECT_GT(accepted, 0) << "no coarse correction was ever taken";
-  EXPECT_GT(shortened_or_rejected, 0) << "the line search never acted";
   ASSERT_EQ(serial->batches.size(), parallel->batches.size());
-  for (std::size_t k = 0; k < serial->batches.size(); ++k)  // the loss falls to ~1e-5
-    EXPECT_NEAR(parallel->batches[k].loss, serial->batches[k].loss,
-                1e-4 * serial->batches[k].loss + 1e-7)
-        << "cycle " << k;
+  for (std::size_t k = 0; k < serial->batches.size(); ++k)
+    expect_relative(parallel->batches[k].loss, serial->batches[k].loss, 1e-4, "cycle loss");
+}
+
+// Where the coarse steps overshoot (Adam), the line search shortens the correction or rejects
+// it: some epoch reports a rejection or a mean step length below 1, and every accepted step
+// length lies in (0, 1].
+TEST(MGOpt, LineSearchShortensOrRejectsOvershootingCorrections) {
+  const auto run = fit(full_batch_options(true));
+  if (world_rank() != 0) return;
+  std::int64_t acted = 0;
+  for (const auto& m : run->epochs) {
+    if (*m.mgopt_rejected > 0 || (m.mgopt_step_mean && *m.mgopt_step_mean < 1)) ++acted;
+    if (m.mgopt_step_mean) {
+      EXPECT_GT(*m.mgopt_step_mean, 0);
+      EXPECT_LE(*m.mgopt_step_mean, 1);
+    }
+  }
+  EXPECT_GT(acted, 0) << "the line search never acted";
 }
 
 // Stages with batch norm, Adam (its moments restricted to every level), averaging and linear
