@@ -4,44 +4,68 @@
 # the final test accuracy, its difference from exact mode, and the step evaluations per batch
 # (forward and adjoint, every level, both ranks; the metrics' step_evaluations, exact
 # recomputations of the checks included), the mean iterations and the exact-gradient checks.
-#   stages: the README main job's network (--model stages, its recipe: 2 levels, cf 2), fixed
-#           1/1 (the recipe) and 2/2 iterations
-#   gru:    --model gru (rows), 2 levels cf 4, fixed 1/1 and 2/2 iterations
+#   stages: the README main job's network (--model stages, its recipe: 2 levels, cf 2)
+#   gru:    --model gru (rows), 2 levels cf 4
+# The runs: exact, auto and fixed counts fixedFB (F forward and B adjoint iterations, one digit
+# each). Per network, the summary takes medians over the seeds and names the cheapest fixed
+# setting whose median accuracy is within TOLERANCE points (0.2) of exact mode's: the setting
+# the auto run's evaluations are compared with.
 # Usage: bash bench/run_adaptive_iterations.sh [SEED...] (default 1); NETWORKS (default
-# "stages gru"), TRAIN_SIZE (10000), EPOCHS (2), AUTO (extra flags for the auto runs, default
-# "--auto-check 50"), BUILD_DIR (build). Build first (bash scripts/build.sh).
+# "stages gru"), RUNS (default "exact fixed11 fixed22 auto"; exact and auto are always run),
+# TRAIN_SIZE (10000), EPOCHS (2), AUTO (extra flags for the auto runs, default
+# "--auto-check 50"), BUILD_DIR (build), OUT (keep the metrics in this folder; runs whose
+# metrics are there already are not run again). Build first (bash scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi-env.sh
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(1)
 build=${BUILD_DIR:-build}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [ -n "${OUT:-}" ]; then
+  out=$OUT
+  mkdir -p "$out"
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
 common=(--epochs "${EPOCHS:-2}" --train-size "${TRAIN_SIZE:-10000}" --no-progress --threads 1)
 declare -A model
 model[stages]="--model stages --fwd-cf 2 --bwd-cf 2"
 model[gru]="--model gru --fwd-cf 4 --bwd-cf 4"
-declare -A setting
 two="--fwd-levels 2 --bwd-levels 2"
-setting[exact]="--fwd-levels 1 --bwd-levels 1"
-setting[fixed11]="$two --fwd-iters 1 --bwd-iters 1"
-setting[fixed22]="$two --fwd-iters 2 --bwd-iters 2"
-setting[auto]="$two --fwd-iters auto --bwd-iters auto ${AUTO:---auto-check 50}"
-runs=(exact fixed11 fixed22 auto)
+setting() {
+  case $1 in
+    exact) echo "--fwd-levels 1 --bwd-levels 1" ;;
+    auto) echo "$two --fwd-iters auto --bwd-iters auto ${AUTO:---auto-check 50}" ;;
+    fixed[1-9][1-9]) echo "$two --fwd-iters ${1:5:1} --bwd-iters ${1:6:1}" ;;
+    *)
+      echo "run_adaptive_iterations.sh: unknown run '$1' (exact, auto or fixedFB)" >&2
+      exit 2
+      ;;
+  esac
+}
+runs=(exact)
+for run in ${RUNS:-fixed11 fixed22}; do
+  [ "$run" = exact ] || [ "$run" = auto ] || runs+=("$run")
+done
+runs+=(auto)
+for run in "${runs[@]}"; do setting "$run" >/dev/null; done
 for network in ${NETWORKS:-stages gru}; do
   for seed in "${seeds[@]}"; do
     for run in "${runs[@]}"; do
-      # shellcheck disable=SC2086
+      metrics="$out/$network-$seed-$run.jsonl"
+      [ -s "$metrics" ] && continue
+      # shellcheck disable=SC2046,SC2086
       mpirun -np 2 "$build"/apps/weft/weft train ${model[$network]} "${common[@]}" \
-        --seed "$seed" ${setting[$run]} --metrics "$out/$network-$seed-$run.jsonl" >/dev/null
+        --seed "$seed" $(setting "$run") --metrics "$metrics.part" >/dev/null
+      mv "$metrics.part" "$metrics"
     done
   done
 done
-/usr/bin/python3 - "$out" "${NETWORKS:-stages gru}" "${seeds[@]}" <<'PY'
+/usr/bin/python3 - "$out" "${NETWORKS:-stages gru}" "${TOLERANCE:-0.2}" "${runs[*]}" "${seeds[@]}" <<'PY'
 import json, statistics, sys
-out, networks, seeds = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
-runs = ["exact", "fixed11", "fixed22", "auto"]
+out, networks, tolerance, runs, seeds = (sys.argv[1], sys.argv[2].split(), float(sys.argv[3]),
+                                         sys.argv[4].split(), sys.argv[5:])
 def load(path):
     return [json.loads(l) for l in open(path) if l.strip()]
 print(f"{'network':8} {'seed':4} {'run':8} {'accuracy':>9} {'vs exact':>9} {'evals/batch':>11} "
@@ -62,4 +86,26 @@ for net in networks:
             print(f"{net:8} {seed:4} {run:8} {100 * last['test_accuracy']:8.2f}% "
                   f"{100 * (last['test_accuracy'] - exact):+8.2f}p {evals:11.0f} {fwd:6.2f} "
                   f"{bwd:6.2f} {checks:6d} {fallbacks:9d} {err}")
+    # Medians over the seeds: accuracy against exact mode, evaluations per batch.
+    summary = {}
+    for run in runs:
+        deltas, evals = [], []
+        for seed in seeds:
+            epochs = load(f"{out}/{net}-{seed}-{run}.jsonl")
+            exact = load(f"{out}/{net}-{seed}-exact.jsonl")[-1]["test_accuracy"]
+            deltas.append(100 * (epochs[-1]["test_accuracy"] - exact))
+            evals.append(statistics.mean(e.get("step_evaluations") or 0 for e in epochs))
+        summary[run] = (statistics.median(deltas), statistics.median(evals))
+        print(f"{net:8} median {run:8} {summary[run][0]:+8.2f}p {summary[run][1]:11.0f} evals/batch")
+    fixed = sorted((e, r) for r, (d, e) in summary.items()
+                   if r.startswith("fixed") and d >= -tolerance)
+    auto_delta, auto_evals = summary["auto"]
+    if fixed:
+        e, r = fixed[0]
+        print(f"{net:8} cheapest fixed setting within {tolerance} points of exact mode: {r} "
+              f"({e:.0f} evals/batch); auto {auto_delta:+.2f}p with {auto_evals:.0f} evals/batch "
+              f"= {auto_evals / e:.2f}x")
+    else:
+        print(f"{net:8} no fixed setting measured is within {tolerance} points of exact mode; "
+              f"auto {auto_delta:+.2f}p with {auto_evals:.0f} evals/batch")
 PY

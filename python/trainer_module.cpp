@@ -246,6 +246,7 @@ py::dict checkpoint_info(const std::string& dir) {
   d["cols"] = info.example.cols;
   d["growth"] = info.growth;
   d["growth_level"] = info.growth_level;
+  d["mgopt"] = info.mgopt.active() ? py::cast(info.mgopt) : py::none();
   return d;
 }
 

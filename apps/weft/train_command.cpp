@@ -243,7 +243,13 @@ void resolve_mgopt(const Flags& f, TrainConfig& c) {
   }
   train::MGOpt& m = c.mgopt;
   m.levels = static_cast<int>(
-      parse_integer("--mgopt", levels, 1, "an integer in [1, 16]: the depth levels", 16));
+      parse_integer("--mgopt", levels, 0, "an integer in [0, 16]: the depth levels (0: off)", 16));
+  if (m.levels == 0) {  // off: with --resume, no MG/Opt where the checkpoint had it
+    for (const char* flag : settings)
+      if (!f.get(flag, "").empty())
+        invalid_value(flag, f.get(flag, ""), "a value used with --mgopt LEVELS >= 1 (0 given)");
+    return;
+  }
   m.factor = static_cast<int>(parse_integer("--mgopt-factor", f.get("--mgopt-factor", "2"), 2,
                                             "an integer in [2, 64]", 64));
   if (!f.get("--mgopt-relax", "").empty()) {
@@ -417,10 +423,11 @@ TrainConfig resolve_train(const Flags& f) {
     invalid_value("--momentum", f.get("--momentum", D::momentum), "a number in [0, 1)");
   c.threads = static_cast<int>(parse_threads(f.get("--threads", "0")));
   for (const char* flag :
-       {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer", "--model",
+       {"--channels", "--steps", "--T", "--open", "--seed", "--optimizer", "--model", "--mgopt",
         "--stage-channels", "--stage-steps", "--batchnorm", "--dropout", "--hidden", "--rnn-layers",
         "--sequence", "--coarse-input", "--implicit-step", "--implicit-iterations", "--stem"})
-    if (f.options.at(flag)->count() > 0) c.given.insert(flag);
+    if (const auto it = f.options.find(flag); it != f.options.end() && it->second->count() > 0)
+      c.given.insert(flag);                   // (weft predict has no --mgopt)
   if (f.options.at("--preset")->count() > 0)  // it gives the stages flags' values
     c.given.insert({"--stage-channels", "--stage-steps", "--stem"});
   c.serial = f.serial;
@@ -656,7 +663,9 @@ Subcommand add_train_command(CLI::App& weft) {
          "time (default constant)");
   f->add(*cmd, "--mgopt", "LEVELS",
          "MG/Opt over depth: each batch one V-cycle over LEVELS networks, each coarser one with "
-         "1/R of every stage's steps (same T; 1: plain training; docs/training.md)");
+         "1/R of every stage's steps (same T; 1: plain training; 0: off, also for a run resumed "
+         "from a checkpoint trained with MG/Opt, which otherwise continues it; "
+         "docs/training.md)");
   f->add(*cmd, "--mgopt-factor", "R", "with --mgopt: the depth ratio of the levels (default 2)");
   f->add(*cmd, "--mgopt-relax", "PRE,POST,COARSE",
          "with --mgopt: optimizer steps before and after each coarse correction and on the "

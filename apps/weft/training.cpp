@@ -178,6 +178,20 @@ int run_training(const TrainConfig& config_in, MPI_Comm world) {
       check_resume_growth(c, g);
       c.model = full;
       c.growth = g;
+      // The checkpoint fixes the optimizer; it continues MG/Opt unless --mgopt says otherwise
+      // (MG/Opt keeps nothing beyond the optimizer's state, so a run may switch it).
+      c.optimizer = stored->optimizer;
+      if (!c.given.count("--mgopt")) c.mgopt = stored->mgopt;
+      if (c.mgopt.active() && c.growth.active())
+        throw InvalidOption(fmt::format(
+            "option --mgopt: checkpoint {} grows the depth (nested iteration), which MG/Opt is "
+            "not used with",
+            c.resume_dir));
+      if (c.mgopt.active() && c.iterations.active())
+        throw InvalidOption(fmt::format(
+            "option --fwd-iters/--bwd-iters: auto is not used with MG/Opt, which checkpoint {} "
+            "continues (give --mgopt 0 to resume without it)",
+            c.resume_dir));
     });
   // Every rank knows: checked before any work, in the flags' names.
   try {

@@ -185,13 +185,15 @@ def test_nested_iteration_grows_the_depth_like_the_sequential_reference(comm):
 
 def test_mgopt_trains_like_the_sequential_reference_and_reports_its_corrections(comm):
     runs = []
+    checkpoint = comm.bcast(tempfile.mkdtemp() if comm.rank == 0 else None) + "/mgopt"
     for serial in (False, True):
         log = Log()
         trainer = weft.Trainer(comm, bands(64, 1), bands(32, 2),
                                model=dict(kind="resnet", channels=2, steps=12), batch=64,
                                epochs=3, optimizer="sgd", momentum=0.0, lr=0.05, threads=1,
                                serial=serial, observers=[log],
-                               mgopt=dict(levels=3, restriction="averaging"))
+                               mgopt=dict(levels=3, restriction="averaging"),
+                               checkpoint_dir="" if serial else checkpoint)
         trainer.fit()
         runs.append(log)
     if comm.rank == 0:
@@ -201,6 +203,13 @@ def test_mgopt_trains_like_the_sequential_reference_and_reports_its_corrections(
         for a, b in zip(parallel.epochs, serial.epochs):
             assert a["mgopt_levels"] == 3 and a["mgopt_corrections"] == 2
             assert abs(a["train_loss"] - b["train_loss"]) <= 1e-4 * abs(b["train_loss"])
+        info = weft.checkpoint_info(checkpoint)
+        assert info["mgopt"].levels == 3 and info["mgopt"].restriction == "averaging"
+        assert info["optimizer"] == "sgd"
+    # The checkpoint's optimizer state continues only its own kind.
+    with pytest.raises(weft.InvalidOption, match="optimizer"):
+        weft.Trainer(comm, bands(64, 1), bands(32, 2), epochs=4, optimizer="adam",
+                     resume_dir=checkpoint)
     with pytest.raises(weft.InvalidOption, match="mgopt_levels"):
         weft.Trainer(comm, bands(8, 1), bands(8, 2), model=dict(kind="resnet", steps=6),
                      mgopt=dict(levels=3))

@@ -68,6 +68,9 @@ CheckpointInfo read_checkpoint_info(const std::string& dir) {
           static_cast<int>(info.growth.epochs.size()) != info.growth.refinements)
         throw BadData("checkpoint " + dir + ": the depth growth schedule is not valid");
     }
+    if (meta.contains("mgopt")) info.mgopt = mgopt_from_json(meta.at("mgopt"));
+    if (meta.contains("iteration_control"))
+      info.iteration_control = iteration_state_from_json(meta.at("iteration_control"));
   } catch (const json::exception& e) {
     throw BadData("checkpoint " + dir + ": the metadata is not valid: " + e.what());
   } catch (const std::domain_error& e) {

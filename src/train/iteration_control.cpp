@@ -54,22 +54,34 @@ std::string to_string(SolveVerdict verdict) {
 }
 
 IterationController::IterationController(IterationControl control, int forward, int backward)
-    : control_(control), forward_(forward), backward_(backward) {
+    : control_(control) {
   validate(control_);
+  s_.forward = forward;
+  s_.backward = backward;
+  restore(s_);
+}
+
+void IterationController::restore(const State& state) {
+  const int forward = s_.forward, backward = s_.backward;
+  s_ = state;
   auto clamp = [&](int n) {
     return std::clamp(n, control_.min_iterations, control_.max_iterations);
   };
-  if (control_.forward) forward_ = clamp(forward_);
-  if (control_.backward) backward_ = clamp(backward_);
+  s_.forward = control_.forward ? clamp(s_.forward) : forward;
+  s_.backward = control_.backward ? clamp(s_.backward) : backward;
+  if (s_.before_lowering)
+    s_.before_lowering =
+        std::make_pair(clamp(s_.before_lowering->first), clamp(s_.before_lowering->second));
 }
 
 bool IterationController::check_due(std::int64_t batch) const {
-  return control_.active() && batch >= next_check_;
+  return control_.active() && batch >= s_.next_check;
 }
 
 void IterationController::raise(bool forward, bool backward) {
-  if (forward && control_.forward) forward_ = std::min(forward_ + 1, control_.max_iterations);
-  if (backward && control_.backward) backward_ = std::min(backward_ + 1, control_.max_iterations);
+  if (forward && control_.forward) s_.forward = std::min(s_.forward + 1, control_.max_iterations);
+  if (backward && control_.backward)
+    s_.backward = std::min(s_.backward + 1, control_.max_iterations);
 }
 
 bool IterationController::observe_solves(std::int64_t, SolveVerdict forward,
@@ -83,47 +95,53 @@ bool IterationController::observe_solves(std::int64_t, SolveVerdict forward,
 
 void IterationController::observe_loss(std::int64_t batch, double loss) {
   if (!control_.active() || !std::isfinite(loss)) return;
-  if (losses_ >= 10 && loss > 2 * loss_mean_) next_check_ = std::min(next_check_, batch + 1);
-  ++losses_;
-  loss_mean_ += (loss - loss_mean_) / static_cast<double>(std::min<std::int64_t>(losses_, 50));
+  if (s_.losses >= 10 && loss > 2 * s_.loss_mean)
+    s_.next_check = std::min(s_.next_check, batch + 1);
+  ++s_.losses;
+  s_.loss_mean +=
+      (loss - s_.loss_mean) / static_cast<double>(std::min<std::int64_t>(s_.losses, 50));
 }
 
 bool IterationController::barred(int forward, int backward, std::int64_t batch) const {
-  return std::any_of(bars_.begin(), bars_.end(), [&](const Bar& b) {
+  return std::any_of(s_.bars.begin(), s_.bars.end(), [&](const State::Bar& b) {
     return b.forward == forward && b.backward == backward && batch < b.until;
   });
 }
 
 void IterationController::observe_check(std::int64_t batch, double error) {
   if (!control_.active()) return;
-  next_check_ = batch + control_.check_every;
-  const auto verified = before_lowering_;
-  before_lowering_.reset();
+  s_.next_check = batch + control_.check_every;
+  const auto verified = s_.before_lowering;
+  s_.before_lowering.reset();
+  // Bars that have run out are dropped, so that a long run's state stays small.
+  s_.bars.erase(std::remove_if(s_.bars.begin(), s_.bars.end(),
+                               [&](const State::Bar& b) { return batch >= b.until; }),
+                s_.bars.end());
   if (!(error <= control_.gradient_tolerance)) {  // NaN counts as too large
     if (verified) {  // the lowering was one too many: undo it, bar it for a while
-      bars_.push_back({forward_, backward_, batch + 10 * std::int64_t{control_.check_every}});
-      forward_ = verified->first;
-      backward_ = verified->second;
+      s_.bars.push_back({s_.forward, s_.backward, batch + 10 * std::int64_t{control_.check_every}});
+      s_.forward = verified->first;
+      s_.backward = verified->second;
       return;
     }
-    const bool at_max = (!control_.forward || forward_ == control_.max_iterations) &&
-                        (!control_.backward || backward_ == control_.max_iterations);
+    const bool at_max = (!control_.forward || s_.forward == control_.max_iterations) &&
+                        (!control_.backward || s_.backward == control_.max_iterations);
     raise(true, true);
-    if (!at_max) next_check_ = batch + 1;
+    if (!at_max) s_.next_check = batch + 1;
     return;
   }
   if (error > control_.gradient_tolerance / 4) return;
   // Lower one count, the adjoint's and the forward's in turn, to a setting not barred.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool backward = control_.backward && (lower_backward_next_ || !control_.forward);
-    lower_backward_next_ = !lower_backward_next_;
-    int f = forward_, b = backward_;
+    const bool backward = control_.backward && (s_.lower_backward_next || !control_.forward);
+    s_.lower_backward_next = !s_.lower_backward_next;
+    int f = s_.forward, b = s_.backward;
     (backward ? b : f) -= 1;
     if ((backward ? b : f) < control_.min_iterations || barred(f, b, batch)) continue;
-    before_lowering_ = std::make_pair(forward_, backward_);
-    forward_ = f;
-    backward_ = b;
-    next_check_ = batch + 1;  // verify the lower setting at once
+    s_.before_lowering = std::make_pair(s_.forward, s_.backward);
+    s_.forward = f;
+    s_.backward = b;
+    s_.next_check = batch + 1;  // verify the lower setting at once
     return;
   }
 }

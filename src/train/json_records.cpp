@@ -1,6 +1,7 @@
 #include "json_records.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace weft::train {
@@ -164,24 +165,93 @@ std::string to_json(const EpochMetrics& m) {
   return metrics_json(m).dump();
 }
 
-std::string checkpoint_metadata(const ModelConfig& model, const ExampleShape& example, int epoch,
-                                const Normalization& normalization, const std::string& optimizer,
-                                const EpochMetrics& metrics, const DepthGrowth& growth,
-                                int growth_level) {
-  json meta = {{"model", model_json(model)},
-               {"image", example_json(example)},
-               {"epoch", epoch},
-               {"normalization", normalization_json(normalization)},
-               {"optimizer", optimizer},
+namespace {
+nlohmann::json mgopt_json(const MGOpt& g) {
+  return {{"levels", g.levels},
+          {"factor", g.factor},
+          {"pre", g.pre},
+          {"post", g.post},
+          {"coarse", g.coarse},
+          {"line_search", g.line_search},
+          {"restriction", nn::to_string(g.restriction)},
+          {"interpolation", nn::to_string(g.interpolation)}};
+}
+
+nlohmann::json iteration_state_json(const IterationController::State& s) {
+  json bars = json::array();
+  for (const auto& b : s.bars) bars.push_back({b.forward, b.backward, b.until});
+  json j = {{"forward", s.forward},
+            {"backward", s.backward},
+            {"next_check", s.next_check},
+            {"lower_backward_next", s.lower_backward_next},
+            {"bars", bars},
+            {"loss_mean", s.loss_mean},
+            {"losses", s.losses}};
+  if (s.before_lowering)
+    j["before_lowering"] = {s.before_lowering->first, s.before_lowering->second};
+  return j;
+}
+}  // namespace
+
+MGOpt mgopt_from_json(const json& j) {
+  MGOpt g;
+  g.levels = j.at("levels").get<int>();
+  g.factor = j.at("factor").get<int>();
+  g.pre = j.at("pre").get<int>();
+  g.post = j.at("post").get<int>();
+  g.coarse = j.at("coarse").get<int>();
+  g.line_search = j.at("line_search").get<int>();
+  g.restriction = nn::depth_restriction_from(j.at("restriction").get<std::string>(), "mgopt");
+  g.interpolation = nn::depth_interpolation_from(j.at("interpolation").get<std::string>(), "mgopt");
+  if (g.levels < 1 || g.factor < 2 || g.pre < 0 || g.post < 0 || g.coarse < 1 || g.line_search < 0)
+    throw std::domain_error("the MG/Opt settings are not valid");
+  return g;
+}
+
+IterationController::State iteration_state_from_json(const json& j) {
+  IterationController::State s;
+  s.forward = j.at("forward").get<int>();
+  s.backward = j.at("backward").get<int>();
+  s.next_check = j.at("next_check").get<std::int64_t>();
+  s.lower_backward_next = j.at("lower_backward_next").get<bool>();
+  for (const json& b : j.at("bars")) {
+    const auto v = b.get<std::vector<std::int64_t>>();
+    if (v.size() != 3)
+      throw std::domain_error("a barred setting is not [forward, backward, until]");
+    s.bars.push_back({static_cast<int>(v[0]), static_cast<int>(v[1]), v[2]});
+  }
+  s.loss_mean = j.at("loss_mean").get<double>();
+  s.losses = j.at("losses").get<std::int64_t>();
+  if (j.contains("before_lowering")) {
+    const auto v = j.at("before_lowering").get<std::vector<int>>();
+    if (v.size() != 2) throw std::domain_error("before_lowering is not [forward, backward]");
+    s.before_lowering = std::make_pair(v[0], v[1]);
+  }
+  if (s.forward < 1 || s.backward < 1 || s.next_check < 0 || s.losses < 0 ||
+      !std::isfinite(s.loss_mean))
+    throw std::domain_error("the iteration controller's state is not valid");
+  return s;
+}
+
+std::string checkpoint_metadata(const CheckpointInfo& info, const EpochMetrics& metrics) {
+  json meta = {{"model", model_json(info.model)},
+               {"image", example_json(info.example)},
+               {"epoch", info.epoch},
+               {"normalization", normalization_json(info.normalization)},
+               {"optimizer", info.optimizer},
                {"metrics", metrics_json(metrics)}};
   // Nested iteration: "model" is the network at `level` (what the parameters fit), so the
   // checkpoint evaluates as it is and a resumed run continues the schedule.
+  const DepthGrowth& growth = info.growth;
   if (growth.active())
     meta["growth"] = {{"factor", growth.factor},
                       {"refinements", growth.refinements},
                       {"epochs", growth_epochs(growth)},
                       {"interpolation", nn::to_string(growth.interpolation)},
-                      {"level", growth_level}};
+                      {"level", info.growth_level}};
+  if (info.mgopt.active()) meta["mgopt"] = mgopt_json(info.mgopt);
+  if (info.iteration_control)
+    meta["iteration_control"] = iteration_state_json(*info.iteration_control);
   return meta.dump();
 }
 

@@ -21,10 +21,11 @@ nlohmann::json normalization_json(const Normalization& n);
 Normalization normalization_from_json(const nlohmann::json& j);
 nlohmann::json metrics_json(const EpochMetrics& m);
 
-/// The metadata a Trainer writes with each checkpoint.
-std::string checkpoint_metadata(const ModelConfig& model, const ExampleShape& example, int epoch,
-                                const Normalization& normalization, const std::string& optimizer,
-                                const EpochMetrics& metrics, const DepthGrowth& growth = {},
-                                int growth_level = 0);
+/// The metadata a Trainer writes with each checkpoint: what `info` says (read back by
+/// read_checkpoint_info) and the epoch's metrics.
+std::string checkpoint_metadata(const CheckpointInfo& info, const EpochMetrics& metrics);
+/// Throws json exceptions for missing fields, std::domain_error for invalid values.
+MGOpt mgopt_from_json(const nlohmann::json& j);
+IterationController::State iteration_state_from_json(const nlohmann::json& j);
 
 }  // namespace weft::train

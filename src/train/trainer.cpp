@@ -127,7 +127,7 @@ struct Trainer::State {
   /// One training batch under the iteration controller: MGRIT with its counts, then, at checks
   /// and after stalls or divergence, the exact-mode gradient of the same batch (collective).
   BatchOutcome controlled_batch(const Batch& batch, double weight, std::int64_t global_batch,
-                                std::int64_t run_batch, PhaseTimes& t);
+                                PhaseTimes& t);
   void setup(TrainerOptions options, const nn::Network* network,
              std::shared_ptr<const DataSource> train, std::shared_ptr<const DataSource> test,
              MPI_Comm world);
@@ -180,12 +180,20 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
   s.ranks = mpi::size(world);
   if (!train_in || !test_in)
     throw InvalidOption("Trainer", "data", "is missing; accepted: a training and a test source");
+  std::optional<IterationController::State> controller_state;
   if (!options_in.resume_dir.empty()) {
     CheckpointInfo info;
     mpi::collectively(world, [&] {  // every rank reads it: one agreed error, no abort
       info = read_checkpoint_info(options_in.resume_dir);
       check_checkpoint_fits(options_in.resume_dir, info, *train_in, network != nullptr);
     });
+    // The optimizer state in the checkpoint is of its kind only.
+    if (options_in.optimizer != info.optimizer)
+      throw InvalidOption("Trainer", "optimizer",
+                          fmt::format("'{}' differs from the optimizer of checkpoint {} ('{}'), "
+                                      "whose state only that optimizer continues",
+                                      options_in.optimizer, options_in.resume_dir, info.optimizer));
+    controller_state = info.iteration_control;
     if (options_in.epochs <= info.epoch)
       throw InvalidOption("Trainer", "epochs",
                           fmt::format("{} leaves nothing to train: checkpoint {} is at epoch {}",
@@ -226,10 +234,12 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
                     : std::make_unique<Classifier>(s.current_model(), s.train->example_shape(),
                                                    s.comm, s.data, o.serial, o.parallel);
   s.optimizer = make_optimizer(o, s.model->module());
-  if (o.iterations.active())
+  if (o.iterations.active()) {
     s.controller =
         std::make_unique<IterationController>(o.iterations, o.parallel.forward().max_iterations(),
                                               o.parallel.backward().max_iterations());
+    if (controller_state) s.controller->restore(*controller_state);
+  }
   if (o.mgopt.active())
     s.mgopt = std::make_unique<MultilevelOptimizer>(
         o.mgopt, o.model, s.train->example_shape(), s.comm, s.data, s.agree, o.serial, o.parallel,
@@ -392,7 +402,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     const double weight = static_cast<double>(mine * replicas) / static_cast<double>(n);
     try {
       if (controller)
-        b = controlled_batch(batch, weight, global_batch, run_batch, t);
+        b = controlled_batch(batch, weight, global_batch, t);
       else if (mgopt)
         b = mgopt->cycle(*model, *optimizer, batch, weight, global_batch, lr, t);
       else
@@ -410,7 +420,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
       b.loss = sums[0] / static_cast<double>(n);
       b.correct = sums[1];
     }
-    if (controller) controller->observe_loss(run_batch, b.loss);  // the same on every rank
+    if (controller) controller->observe_loss(global_batch, b.loss);  // the same on every rank
     fwd_ms.push_back(1e3 * t.forward);
     bwd_ms.push_back(1e3 * t.backward);
     opt_ms.push_back(1e3 * t.optimizer);
@@ -533,9 +543,17 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   notify([&](Observer& obs) { obs.evaluation_done({rank, epoch, ev}); });
   notify([&](Observer& obs) { obs.epoch_done({rank, m}); });
   if (!o.checkpoint_dir.empty()) {
-    const std::string meta =
-        checkpoint_metadata(current_model(), example_shape_of(*train), epoch,
-                            train->normalization(), o.optimizer, m, o.growth, level);
+    CheckpointInfo info;
+    info.model = current_model();
+    info.example = example_shape_of(*train);
+    info.epoch = epoch;
+    info.normalization = train->normalization();
+    info.optimizer = o.optimizer;
+    info.growth = o.growth;
+    info.growth_level = level;
+    info.mgopt = o.mgopt;
+    if (controller) info.iteration_control = controller->state();
+    const std::string meta = checkpoint_metadata(info, m);
     // One checkpoint, written by the first replica (the replicas hold the same parameters);
     // it loads at any (replicas, ranks per replica).
     if (replica == 0)
@@ -560,8 +578,7 @@ nn::LayerParallelOptions exact_version(nn::LayerParallelOptions o) {
 }  // namespace
 
 BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
-                                              std::int64_t global_batch, std::int64_t run_batch,
-                                              PhaseTimes& t) {
+                                              std::int64_t global_batch, PhaseTimes& t) {
   IterationController& c = *controller;
   const IterationControl& control = options.iterations;
   nn::LayerParallelOptions solver = model->solver_options();
@@ -591,10 +608,10 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
       static_cast<int>(nan_loss ? SolveVerdict::Diverged : judge(mgrit_forward.result.residuals)),
       static_cast<int>(nan_loss ? SolveVerdict::Converging
                                 : judge(mgrit_backward.result.residuals)),
-      c.check_due(run_batch) ? 1 : 0};
+      c.check_due(global_batch) ? 1 : 0};
   mpi::check(MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MAX, agree),
              "MPI_Allreduce (iteration control)");
-  const bool fallback = c.observe_solves(run_batch, static_cast<SolveVerdict>(flags[0]),
+  const bool fallback = c.observe_solves(global_batch, static_cast<SolveVerdict>(flags[0]),
                                          static_cast<SolveVerdict>(flags[1]));
   // A batch that falls back is not checked (its MGRIT gradient is not worth measuring): the
   // check moves to the next batch.
@@ -636,7 +653,7 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
       mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm),
                  "MPI_Allreduce (gradient error)");
       const double error = sums[1] > 0 ? std::sqrt(sums[0] / sums[1]) : (sums[0] > 0 ? 1.0 : 0.0);
-      c.observe_check(run_batch, error);
+      c.observe_check(global_batch, error);
       tally.errors.push_back(error);
     }
     if (fallback) ++tally.fallbacks;

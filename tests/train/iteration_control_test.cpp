@@ -94,6 +94,41 @@ TEST(IterationControl, AFailedLoweringIsUndoneAndBarredForTenCheckPeriods) {
   EXPECT_EQ(c.backward_iterations(), 1);
 }
 
+// A controller restored from another's state (what a checkpoint stores) decides from then on
+// as the original does: the counts, the verification of a pending lowering, the bars, the
+// running loss mean behind the loss-jump rule.
+TEST(IterationControl, ARestoredStateDecidesAsTheOriginal) {
+  train::IterationController original(both(), 2, 2);
+  original.observe_check(0, 0.001);  // lowers the adjoint's: (2, 1)
+  original.observe_check(1, 0.1);    // fails: (2, 2), (2, 1) barred until 101
+  for (std::int64_t batch = 0; batch < 20; ++batch) original.observe_loss(batch, 1.0);
+  original.observe_check(11, 0.001);  // lowers the forward's: (1, 2), pending verification
+  train::IterationController resumed(both(), 5, 5);
+  resumed.restore(original.state());
+  EXPECT_EQ(resumed.forward_iterations(), 1);
+  EXPECT_EQ(resumed.backward_iterations(), 2);
+  EXPECT_TRUE(resumed.check_due(12));
+  for (train::IterationController* c : {&original, &resumed}) {
+    c->observe_check(12, 0.1);  // the pending lowering fails: undone, (1, 2) barred
+    EXPECT_EQ(c->forward_iterations(), 2);
+    c->observe_check(22, 0.001);  // both lowerings barred: kept
+    EXPECT_EQ(c->backward_iterations(), 2);
+    c->observe_loss(23, 2.5);  // above twice the running mean of 1: the check comes forward
+    EXPECT_TRUE(c->check_due(24));
+  }
+  // Counts outside this control's bounds are clamped; a direction it does not choose keeps
+  // the solver's count.
+  train::IterationControl forward_only = both();
+  forward_only.backward = false;
+  forward_only.max_iterations = 3;
+  train::IterationController::State state = original.state();
+  state.forward = 7;
+  train::IterationController narrow(forward_only, 1, 4);
+  narrow.restore(state);
+  EXPECT_EQ(narrow.forward_iterations(), 3);
+  EXPECT_EQ(narrow.backward_iterations(), 4);
+}
+
 TEST(IterationControl, StallsAndDivergenceFallBackAndRaiseTheirDirection) {
   train::IterationController c(both(), 2, 2);
   EXPECT_FALSE(c.observe_solves(0, train::judge({1.0, 0.1}), train::judge({1.0, 0.2})));

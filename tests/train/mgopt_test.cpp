@@ -24,9 +24,8 @@ namespace {
 namespace train = weft::train;
 using weft::test::bands;
 using weft::test::expect_invalid_field;
-using weft::test::expect_resumed_follows;
 using weft::test::fit;
-using weft::test::shared_folder;
+using weft::test::resume_after_first_epoch;
 using weft::test::small_options;
 using weft::test::world_rank;
 using weft::test::world_size;
@@ -227,18 +226,8 @@ TEST(MGOpt, ResumedRunFollowsTheUninterruptedOne) {
   o.optimizer = "sgd";
   o.momentum = 0.9;
   o.model.steps = 8;
-  o.lr_schedule = "constant";
   o.mgopt.levels = 2;
-  o.epochs = 3;
-  const auto straight = fit(o);
-  o.epochs = 1;
-  o.checkpoint_dir = shared_folder("mgopt");
-  fit(o);
-  o.epochs = 3;
-  o.resume_dir = o.checkpoint_dir;
-  o.checkpoint_dir.clear();
-  const auto resumed = fit(o);
-  expect_resumed_follows(*resumed, *straight);
+  resume_after_first_epoch(o, "mgopt");
 }
 
 TEST(MGOpt, RefusesWhatItCannotCoarsen) {

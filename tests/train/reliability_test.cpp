@@ -257,13 +257,26 @@ TEST(MGOpt, TrainsLikeTheSerialRunAndResumes) {
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_NE(first.out.find("MG/Opt: V-cycles over 8 -> 4 -> 2 steps"), std::string::npos)
       << first.out;
-  const Outcome rest = weft(
-      2, base + " --epochs 2 --resume " + ck + " --metrics " + (dir / "resumed.jsonl").string(),
-      dir);
+  // Resumed without --mgopt: the checkpoint's MG/Opt settings continue; --mgopt 0 switches it
+  // off.
+  const std::string resume =
+      "train --no-progress --threads 1 --epochs 2 --data " + data + " --resume " + ck;
+  const Outcome rest = weft(2, resume + " --metrics " + (dir / "resumed.jsonl").string(), dir);
   ASSERT_EQ(rest.code, 0) << rest.err;
+  EXPECT_NE(rest.out.find("MG/Opt: V-cycles over 8 -> 4 -> 2 steps, 1,0 optimizer steps"),
+            std::string::npos)
+      << rest.out;
   const auto resumed = weft::train_test::read_metrics(dir / "resumed.jsonl");
   ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_EQ(resumed[0]["mgopt_levels"], 3);
   EXPECT_NEAR(resumed[0]["test_loss"].get<double>(), parallel[1]["test_loss"].get<double>(), 1e-6);
+  const Outcome plain =
+      weft(2, resume + " --mgopt 0 --metrics " + (dir / "plain.jsonl").string(), dir);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("MG/Opt"), std::string::npos) << plain.out;
+  EXPECT_FALSE(weft::train_test::read_metrics(dir / "plain.jsonl")[0].contains("mgopt_levels"));
+  expect_one_line(weft(2, resume + " --fwd-levels 2 --fwd-iters auto", dir), 2,
+                  "auto is not used with MG/Opt, which checkpoint");
 }
 
 TEST(MGOpt, BadCombinationsGetOneLineAndExitTwo) {
@@ -273,8 +286,11 @@ TEST(MGOpt, BadCombinationsGetOneLineAndExitTwo) {
   expect_one_line(
       weft(0, train + "--mgopt 4", dir), 2,
       "option --mgopt: level 3 would have 4/8 steps in the network, not a whole number");
-  for (const char* bad : {"0", "17", "x"})
+  for (const char* bad : {"-1", "17", "x"})
     expect_one_line(weft(0, train + "--mgopt " + bad, dir), 2, "option --mgopt");
+  expect_one_line(weft(0, train + "--mgopt 0 --mgopt-factor 2", dir), 2,
+                  "option --mgopt-factor: '2' is invalid; accepted: a value used with --mgopt "
+                  "LEVELS >= 1");
   for (const char* bad : {"1,1", "1,1,0", "-1,1,1"})
     expect_one_line(weft(0, train + "--mgopt 2 --mgopt-relax " + bad, dir), 2,
                     "option --mgopt-relax");

@@ -67,11 +67,13 @@ TEST_F(Train, ExactModeEqualsSerialLibTorch) {
 // count; `weft eval` of the final checkpoint gives the run's test figures at any rank count.
 TEST_F(Train, CheckpointResumeAndEvalAtOtherRankCounts) {
   const fs::path dir = work_dir();
-  const std::string args = "--train-size 400 --test-size 300 --steps 6 --optimizer sgd --lr 0.05";
+  const std::string args = "--train-size 400 --test-size 300 --steps 6 --lr 0.05";
+  const std::string sgd = args + " --optimizer sgd";
   const auto straight =
-      train(2, args + " --epochs 2 --checkpoint " + (dir / "straight").string(), dir, "straight");
+      train(2, sgd + " --epochs 2 --checkpoint " + (dir / "straight").string(), dir, "straight");
   const auto first =
-      train(2, args + " --epochs 1 --checkpoint " + (dir / "resumed").string(), dir, "resumed");
+      train(2, sgd + " --epochs 1 --checkpoint " + (dir / "resumed").string(), dir, "resumed");
+  // Without --optimizer: the checkpoint's (sgd, not the default adam) continues.
   const auto second = train(3,
                             args + " --epochs 2 --checkpoint " + (dir / "resumed").string() +
                                 " --resume " + (dir / "resumed").string(),

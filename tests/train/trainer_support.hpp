@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,6 +112,33 @@ inline void expect_resumed_follows(const Recorder& resumed, const Recorder& stra
     EXPECT_DOUBLE_EQ(resumed.epochs[e].train_loss, straight.epochs[e + 1].train_loss);
     EXPECT_DOUBLE_EQ(resumed.epochs[e].test_loss, straight.epochs[e + 1].test_loss);
   }
+}
+
+/// `o` trained 3 epochs straight, and trained 1 epoch into a checkpoint (in shared folder
+/// `name`) then resumed to 3 with `resume` (the options of the resumed run: `o` with the
+/// checkpoint as resume_dir, after `adjust`); the resumed run must follow the straight one.
+struct StraightAndResumed {
+  std::shared_ptr<Recorder> straight, resumed;
+  train::TrainerOptions resume;
+};
+inline StraightAndResumed resume_after_first_epoch(
+    train::TrainerOptions o, const std::string& name,
+    const std::function<void(train::TrainerOptions&)>& adjust = {}) {
+  o.lr_schedule = "constant";  // the 1-epoch run's schedule is then the 3-epoch run's
+  o.epochs = 3;
+  StraightAndResumed r;
+  r.straight = fit(o);
+  o.epochs = 1;
+  o.checkpoint_dir = shared_folder(name);
+  fit(o);
+  o.epochs = 3;
+  o.resume_dir = o.checkpoint_dir;
+  o.checkpoint_dir.clear();
+  if (adjust) adjust(o);
+  r.resumed = fit(o);
+  r.resume = o;
+  expect_resumed_follows(*r.resumed, *r.straight);
+  return r;
 }
 
 /// Building a Trainer with `o` throws InvalidOption naming `field`.

@@ -35,6 +35,7 @@ using weft::test::expect_invalid_field;
 using weft::test::expect_resumed_follows;
 using weft::test::fit;
 using weft::test::Recorder;
+using weft::test::resume_after_first_epoch;
 using weft::test::shared_folder;
 using weft::test::small_options;
 using weft::test::world_rank;
@@ -258,6 +259,25 @@ TEST(Trainer, AutomaticIterationsRefuseExactModeAndTheSequentialReference) {
   expect_invalid_field(o, "iteration_control");
 }
 
+// The controller's state travels in the checkpoint: resumed after epoch 1, the run takes the
+// uninterrupted run's decisions (counts, checks, lowerings) and so its losses. A checkpoint of
+// another optimizer is refused by name.
+TEST(Trainer, AutomaticIterationsResumeLikeTheUninterruptedRun) {
+  train::TrainerOptions o = automatic_options();
+  o.iterations.check_every = 3;
+  o.iterations.gradient_tolerance = 0.2;
+  auto r = resume_after_first_epoch(o, "resume-auto");
+  for (size_t e = 0; e < 2; ++e) {
+    const train::EpochMetrics& m = r.resumed->epochs[e];
+    const train::EpochMetrics& want = r.straight->epochs[e + 1];
+    EXPECT_EQ(m.gradient_checks.value_or(-1), want.gradient_checks.value_or(-2));
+    EXPECT_EQ(m.fwd_iterations.value_or(-1), want.fwd_iterations.value_or(-2));
+    EXPECT_EQ(m.bwd_iterations.value_or(-1), want.bwd_iterations.value_or(-2));
+  }
+  r.resume.optimizer = "sgd";
+  expect_invalid_field(r.resume, "optimizer");
+}
+
 TEST(Trainer, ObserversSeeEveryEventInOrder) {
   train::TrainerOptions o = small_options();
   o.checkpoint_dir = shared_folder("events");
@@ -291,19 +311,9 @@ TEST(Trainer, ObserversSeeEveryEventInOrder) {
 }
 
 TEST(Trainer, ResumedRunFollowsTheUninterruptedOne) {
-  train::TrainerOptions o = small_options();
-  o.lr_schedule = "constant";  // the 1-epoch run's schedule is then the 3-epoch run's
-  o.epochs = 3;
-  const auto straight = fit(o);
-  o.epochs = 1;
-  o.checkpoint_dir = shared_folder("resume");
-  fit(o);
-  o.epochs = 3;
-  o.resume_dir = o.checkpoint_dir;
-  o.checkpoint_dir.clear();
-  o.model.channels = 99;  // the checkpoint's model replaces the options' one
-  const auto resumed = fit(o);
-  expect_resumed_follows(*resumed, *straight);
+  resume_after_first_epoch(small_options(), "resume", [](train::TrainerOptions& o) {
+    o.model.channels = 99;  // the checkpoint's model replaces the options' one
+  });
 }
 
 TEST(Trainer, CheckpointEvaluatesAlikeAtAnotherRankCount) {

@@ -1,11 +1,15 @@
 #pragma once
 // What a Trainer's checkpoint says about itself (its metadata), read without LibTorch: the
-// model, the examples it takes, the epoch, the data normalization and the optimizer.
+// model, the examples it takes, the epoch, the data normalization, the optimizer and the
+// multilevel training methods' state.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "weft/train/depth_growth.hpp"
+#include "weft/train/iteration_control.hpp"
+#include "weft/train/mgopt.hpp"
 #include "weft/train/model_config.hpp"
 
 namespace weft::train {
@@ -42,6 +46,12 @@ struct CheckpointInfo {
   /// growth: the full depth).
   DepthGrowth growth;
   int growth_level = 0;
+  /// MG/Opt's settings (levels 0: trained without): `weft train --resume` continues with them
+  /// unless --mgopt is given.
+  MGOpt mgopt;
+  /// The iteration controller's state at the end of the epoch (automatic iterations), so that a
+  /// resumed run takes the uninterrupted run's decisions.
+  std::optional<IterationController::State> iteration_control;
 };
 
 /// Reads and checks the metadata of checkpoint `dir` (weft::BadData naming the folder and what

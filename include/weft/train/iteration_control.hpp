@@ -57,12 +57,31 @@ std::string to_string(SolveVerdict verdict);
 
 class IterationController {
  public:
+  /// Everything the controller decides from: what a checkpoint stores, so that a resumed run
+  /// takes the decisions the uninterrupted one would. Batches are counted over the whole run
+  /// (the global batch index, which continues across a resume).
+  struct State {
+    int forward = 1, backward = 1;  ///< the counts in force
+    std::int64_t next_check = 0;    ///< the first batch of the next exact-gradient check
+    bool lower_backward_next = true;
+    /// The counts before the last lowering, while the next check verifies it.
+    std::optional<std::pair<int, int>> before_lowering;
+    /// Lowered settings (forward, backward) that failed their check, barred until `until`.
+    struct Bar {
+      int forward, backward;
+      std::int64_t until;
+    };
+    std::vector<Bar> bars;
+    double loss_mean = 0;  ///< running mean of the batch losses (rule 3)
+    std::int64_t losses = 0;
+  };
+
   /// Starts from `forward` and `backward` iterations (the solver options' counts).
   IterationController(IterationControl control, int forward, int backward);
 
-  int forward_iterations() const { return forward_; }
-  int backward_iterations() const { return backward_; }
-  /// Whether batch `batch` (counted over the run from 0) is an exact-gradient check.
+  int forward_iterations() const { return s_.forward; }
+  int backward_iterations() const { return s_.backward; }
+  /// Whether batch `batch` is an exact-gradient check.
   bool check_due(std::int64_t batch) const;
 
   /// After a batch solved with MGRIT: the verdicts on its solves (judge(), agreed over the
@@ -72,23 +91,16 @@ class IterationController {
   /// After check batch `batch`: the gradient error measured with the counts in force (rule 1).
   void observe_check(std::int64_t batch, double gradient_error);
 
+  const State& state() const { return s_; }
+  /// Continues from `state` (a checkpoint's); the counts of the directions this control
+  /// chooses are clamped to its bounds, the others keep the solver options' counts.
+  void restore(const State& state);
+
  private:
   void raise(bool forward, bool backward);
   bool barred(int forward, int backward, std::int64_t batch) const;
   IterationControl control_;
-  int forward_, backward_;
-  std::int64_t next_check_ = 0;
-  bool lower_backward_next_ = true;
-  /// The counts before the last lowering, while the next check verifies it.
-  std::optional<std::pair<int, int>> before_lowering_;
-  /// Lowered settings (forward, backward) that failed their check, barred until `until`.
-  struct Bar {
-    int forward, backward;
-    std::int64_t until;
-  };
-  std::vector<Bar> bars_;
-  double loss_mean_ = 0;
-  std::int64_t losses_ = 0;
+  State s_;
 };
 
 }  // namespace weft::train
