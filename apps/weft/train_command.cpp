@@ -213,7 +213,7 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
                       "a value used with --fwd-iters auto or --bwd-iters auto");
     return;
   }
-  const std::string tol = f.get("--auto-tol", "0.05");
+  const std::string tol = f.get("--auto-tol", "0.3");
   c.iterations.gradient_tolerance = parse_number("--auto-tol", tol, "a number in (0, 1)");
   if (!(c.iterations.gradient_tolerance > 0 && c.iterations.gradient_tolerance < 1))
     invalid_value("--auto-tol", tol, "a number in (0, 1)");
@@ -647,7 +647,7 @@ Subcommand add_train_command(CLI::App& weft) {
          "--epochs counts from the start of the run)");
   f->add(*cmd, "--auto-tol", "X",
          "with --fwd-iters/--bwd-iters auto: the relative error of the parameter gradient "
-         "accepted at the exact-gradient checks (default 0.05)");
+         "accepted at the exact-gradient checks (default 0.3)");
   f->add(*cmd, "--auto-check", "K",
          "with auto iterations: batches between exact-gradient checks (default 50)");
   f->add(*cmd, "--auto-max", "N",

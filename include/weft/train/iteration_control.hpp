@@ -40,8 +40,10 @@ struct IterationControl {
   bool backward = false;  ///< choose the adjoint solve's
   int min_iterations = 1;
   int max_iterations = 8;
-  /// The relative gradient error training accepts, ‖g − g*‖ / ‖g*‖ (at the checks).
-  double gradient_tolerance = 0.05;
+  /// The relative gradient error training accepts, ‖g − g*‖ / ‖g*‖ (at the checks). 0.3: on
+  /// the stages and gru models, settings with errors up to about this train as accurately as
+  /// exact mode (docs/benchmarks.md, "Iterations chosen by the training").
+  double gradient_tolerance = 0.3;
   int check_every = 50;  ///< batches between exact-gradient checks (K)
 
   bool active() const { return forward || backward; }
