@@ -12,7 +12,8 @@
 # The growing run trains GROWN_EXTRA (default 1) epochs more at full depth than the scratch run,
 # so that it can use the scratch run's wall time: its cheaper shallow epochs buy them.
 # Usage: bash bench/run_nested_iteration.sh [ROUNDS]  (default 3); NETWORKS (default "main
-# deep"), TRAIN_SIZE (10000), EPOCHS (4), GROWN_EXTRA (1), BUILD_DIR (build). Build first (bash
+# deep"), TRAIN_SIZE (10000), EPOCHS (4), GROWN_EXTRA (1), GROW_FLAGS (more flags for the growing
+# runs, e.g. "--grow-interpolation linear"), BUILD_DIR (build). Build first (bash
 # scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ for network in ${NETWORKS:-main deep}; do
       # shellcheck disable=SC2086
       mpirun -np 2 "$build"/apps/weft/weft train "${common[@]}" ${extra[$network]} \
         --seed "$round" $([ "$run" = grown ] &&
-          echo "${grow[$network]} --epochs $((epochs + extra_epochs))" ||
+          echo "${grow[$network]} ${GROW_FLAGS:-} --epochs $((epochs + extra_epochs))" ||
           echo "--epochs $epochs") \
         --metrics "$out/$network-$round-$run.jsonl" >/dev/null
     done
