@@ -63,15 +63,18 @@ IterationController::IterationController(IterationControl control, int forward, 
 
 void IterationController::restore(const State& state) {
   const int forward = s_.forward, backward = s_.backward;
-  s_ = state;
-  auto clamp = [&](int n) {
-    return std::clamp(n, control_.min_iterations, control_.max_iterations);
+  // A direction this control chooses takes the stored count within its bounds; the other keeps
+  // the solver's count (also in a pending lowering, which an undo would bring back).
+  auto count = [&](bool chosen, int stored, int solver) {
+    return chosen ? std::clamp(stored, control_.min_iterations, control_.max_iterations) : solver;
   };
-  s_.forward = control_.forward ? clamp(s_.forward) : forward;
-  s_.backward = control_.backward ? clamp(s_.backward) : backward;
+  s_ = state;
+  s_.forward = count(control_.forward, s_.forward, forward);
+  s_.backward = count(control_.backward, s_.backward, backward);
   if (s_.before_lowering)
     s_.before_lowering =
-        std::make_pair(clamp(s_.before_lowering->first), clamp(s_.before_lowering->second));
+        std::make_pair(count(control_.forward, s_.before_lowering->first, forward),
+                       count(control_.backward, s_.before_lowering->second, backward));
 }
 
 bool IterationController::check_due(std::int64_t batch) const {

@@ -127,6 +127,12 @@ TEST(IterationControl, ARestoredStateDecidesAsTheOriginal) {
   narrow.restore(state);
   EXPECT_EQ(narrow.forward_iterations(), 3);
   EXPECT_EQ(narrow.backward_iterations(), 4);
+  // A pending lowering undone after the restore keeps the solver's adjoint count too.
+  state.before_lowering = std::make_pair(9, 9);
+  narrow.restore(state);
+  narrow.observe_check(30, 0.9);
+  EXPECT_EQ(narrow.forward_iterations(), 3);
+  EXPECT_EQ(narrow.backward_iterations(), 4);
 }
 
 TEST(IterationControl, StallsAndDivergenceFallBackAndRaiseTheirDirection) {
