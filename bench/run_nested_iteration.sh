@@ -6,15 +6,16 @@
 # and the growing run's accuracy at equal wall time (its last epoch ending within T). Medians
 # over the rounds at the end.
 #   main: the README main job's network (--model stages, stages of 2,2,2 steps, its MGRIT
-#         recipe), grown 1,1,1 -> 2,2,2 (--grow-depth 2,1), half the epochs at each depth
+#         recipe), grown 1,1,1 -> 2,2,2 (--grow-depth 2,1), the first MAIN_SHALLOW_EPOCHS
+#         (default: EPOCHS - 1, so that the last GROWN_EXTRA + 1 are at full depth) at 1,1,1
 #   deep: stages of 8,8,8 steps, grown 2,2,2 -> 4,4,4 -> 8,8,8 (--grow-depth 2,2 --grow-epochs
-#         1,1)
+#         DEEP_GROW_EPOCHS, default 1,1)
 # The growing run trains GROWN_EXTRA (default 1) epochs more at full depth than the scratch run,
 # so that it can use the scratch run's wall time: its cheaper shallow epochs buy them.
 # Usage: bash bench/run_nested_iteration.sh [ROUNDS]  (default 3); NETWORKS (default "main
-# deep"), TRAIN_SIZE (10000), EPOCHS (4), GROWN_EXTRA (1), GROW_FLAGS (more flags for the growing
-# runs, e.g. "--grow-interpolation linear"), BUILD_DIR (build). Build first (bash
-# scripts/build.sh).
+# deep"), TRAIN_SIZE (10000), EPOCHS (4), GROWN_EXTRA (1), MAIN_SHALLOW_EPOCHS, DEEP_GROW_EPOCHS,
+# GROW_FLAGS (more flags for the growing runs, e.g. "--grow-interpolation linear"), BUILD_DIR
+# (build). Build first (bash scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/mpi-env.sh
@@ -27,9 +28,9 @@ extra_epochs=${GROWN_EXTRA:-1}
 common=(--model stages --train-size "${TRAIN_SIZE:-10000}" --no-progress --threads 1)
 declare -A extra grow
 extra[main]=""
-grow[main]="--grow-depth 2,1 --grow-epochs $((epochs / 2))"
+grow[main]="--grow-depth 2,1 --grow-epochs ${MAIN_SHALLOW_EPOCHS:-$((epochs - 1))}"
 extra[deep]="--stage-steps 8,8,8"
-grow[deep]="--grow-depth 2,2 --grow-epochs 1,1"
+grow[deep]="--grow-depth 2,2 --grow-epochs ${DEEP_GROW_EPOCHS:-1,1}"
 for network in ${NETWORKS:-main deep}; do
   for ((round = 1; round <= rounds; ++round)); do
     for run in scratch grown; do

@@ -54,27 +54,6 @@ void require_supported(const torch::optim::Optimizer& optimizer) {
         "saved");
 }
 
-std::string all_gather_strings(const std::string& mine, MPI_Comm comm, int ranks,
-                               std::vector<std::string>& out) {
-  const int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(ranks)), displs(static_cast<size_t>(ranks));
-  mpi::check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm), "MPI_Allgather");
-  int total = 0;
-  for (int r = 0; r < ranks; ++r) {
-    displs[static_cast<size_t>(r)] = total;
-    total += lens[static_cast<size_t>(r)];
-  }
-  std::string all(static_cast<size_t>(total), '\0');
-  mpi::check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
-                            MPI_CHAR, comm),
-             "MPI_Allgatherv");
-  out.clear();
-  for (int r = 0; r < ranks; ++r)
-    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
-                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
-  return all;
-}
-
 // The first line of a LibTorch message (its stack trace stays out of ours).
 std::string torch_message(const c10::Error& e) {
   std::string text = e.what_without_backtrace();
@@ -225,8 +204,8 @@ void save_checkpoint(const std::string& dir, MPI_Comm comm, torch::nn::Module& m
     write_checked(fs::path(dir) / part_file(generation, rank),
                   [&](std::ostream& out) { archive.save_to(out); });
   });
-  std::vector<std::string> all_keys;
-  all_gather_strings(keys.dump(), comm, ranks, all_keys);
+  const std::vector<std::string> all_keys =
+      mpi::all_gather_bytes(comm, keys.dump(), "MPI_Allgatherv (checkpoint keys)");
   // One rename switches the folder from the old checkpoint to the new one.
   std::vector<std::string> files;
   for (int r = 0; r < ranks; ++r) files.push_back(part_file(generation, r));

@@ -116,13 +116,15 @@ void IterationController::observe_check(std::int64_t batch, double error) {
   s_.next_check = batch + control_.check_every;
   const auto verified = s_.before_lowering;
   s_.before_lowering.reset();
-  // Bars that have run out are dropped, so that a long run's state stays small.
-  s_.bars.erase(std::remove_if(s_.bars.begin(), s_.bars.end(),
-                               [&](const State::Bar& b) { return batch >= b.until; }),
-                s_.bars.end());
+  const auto record = std::find_if(s_.bars.begin(), s_.bars.end(), [&](const State::Bar& b) {
+    return b.forward == s_.forward && b.backward == s_.backward;
+  });
   if (!(error <= control_.gradient_tolerance)) {  // NaN counts as too large
     if (verified) {  // the lowering was one too many: undo it, bar it for a while
-      s_.bars.push_back({s_.forward, s_.backward, batch + 10 * std::int64_t{control_.check_every}});
+      State::Bar& bar =
+          record != s_.bars.end() ? *record : s_.bars.emplace_back(State::Bar{0, 0, 0, 0});
+      bar = {s_.forward, s_.backward, 0, std::min(bar.failures + 1, 6)};
+      bar.until = batch + (std::int64_t{1} << bar.failures) * control_.check_every;
       s_.forward = verified->first;
       s_.backward = verified->second;
       return;
@@ -133,6 +135,7 @@ void IterationController::observe_check(std::int64_t batch, double error) {
     if (!at_max) s_.next_check = batch + 1;
     return;
   }
+  if (verified && record != s_.bars.end()) s_.bars.erase(record);  // it passed: starts over
   if (error > control_.gradient_tolerance / 4) return;
   // Lower one count, the adjoint's and the forward's in turn, to a setting not barred.
   for (int attempt = 0; attempt < 2; ++attempt) {

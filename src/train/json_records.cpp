@@ -147,6 +147,7 @@ json metrics_json(const EpochMetrics& m) {
     record["mgopt_corrections"] = m.mgopt_corrections.value_or(0);
     record["mgopt_rejected"] = m.mgopt_rejected.value_or(0);
     record["mgopt_step_mean"] = optional_number(m.mgopt_step_mean);
+    record["mgopt_transfer_kib"] = optional_number(m.mgopt_transfer_kib);
   }
   if (!m.per_rank.empty()) {
     json per_rank = json::array();
@@ -179,7 +180,7 @@ nlohmann::json mgopt_json(const MGOpt& g) {
 
 nlohmann::json iteration_state_json(const IterationController::State& s) {
   json bars = json::array();
-  for (const auto& b : s.bars) bars.push_back({b.forward, b.backward, b.until});
+  for (const auto& b : s.bars) bars.push_back({b.forward, b.backward, b.until, b.failures});
   json j = {{"forward", s.forward},
             {"backward", s.backward},
             {"next_check", s.next_check},
@@ -216,9 +217,14 @@ IterationController::State iteration_state_from_json(const json& j) {
   s.lower_backward_next = j.at("lower_backward_next").get<bool>();
   for (const json& b : j.at("bars")) {
     const auto v = b.get<std::vector<std::int64_t>>();
-    if (v.size() != 3)
-      throw std::domain_error("a barred setting is not [forward, backward, until]");
-    s.bars.push_back({static_cast<int>(v[0]), static_cast<int>(v[1]), v[2]});
+    // Checkpoints before bars' lengths grew with each failure have no failure count: one.
+    if (v.size() != 3 && v.size() != 4)
+      throw std::domain_error("a barred setting is not [forward, backward, until, failures]");
+    const std::int64_t failures = v.size() == 4 ? v[3] : 1;
+    if (failures < 1 || failures > 6)
+      throw std::domain_error("a barred setting's failure count is not in 1..6");
+    s.bars.push_back(
+        {static_cast<int>(v[0]), static_cast<int>(v[1]), v[2], static_cast<int>(failures)});
   }
   s.loss_mean = j.at("loss_mean").get<double>();
   s.losses = j.at("losses").get<std::int64_t>();

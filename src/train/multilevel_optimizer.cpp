@@ -7,7 +7,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
-#include <sstream>
+#include <set>
 #include <utility>
 
 #include "weft/nn/optimizer_state.hpp"
@@ -20,53 +20,30 @@ namespace weft::train {
 
 namespace {
 
-using Named = std::map<std::string, torch::Tensor>;
-
-/// Every rank's named tensors, on every rank of `comm` (the keys differ between ranks).
-Named all_gather(MPI_Comm comm, const Named& mine) {
-  const int ranks = mpi::size(comm);
-  if (ranks == 1) return mine;
-  torch::serialize::OutputArchive archive;
-  for (const auto& [key, tensor] : mine) archive.write(key, tensor.detach().cpu());
-  std::ostringstream stream;
-  archive.save_to(stream);
-  const std::string bytes = stream.str();
-  const int length = static_cast<int>(bytes.size());
-  std::vector<int> lengths(static_cast<std::size_t>(ranks)), offsets(lengths.size());
-  mpi::check(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm),
-             "MPI_Allgather (MG/Opt transfer)");
-  int total = 0;
-  for (std::size_t r = 0; r < lengths.size(); ++r) {
-    offsets[r] = total;
-    total += lengths[r];
-  }
-  std::string all(static_cast<std::size_t>(total), '\0');
-  mpi::check(MPI_Allgatherv(bytes.data(), length, MPI_CHAR, all.data(), lengths.data(),
-                            offsets.data(), MPI_CHAR, comm),
-             "MPI_Allgatherv (MG/Opt transfer)");
-  Named out;
-  for (std::size_t r = 0; r < lengths.size(); ++r) {
-    torch::serialize::InputArchive in;
-    in.load_from(all.data() + offsets[r], static_cast<std::size_t>(lengths[r]));
-    for (const std::string& key : in.keys()) {
-      torch::Tensor t;
-      in.read(key, t);
-      out[key] = t;
-    }
-  }
-  return out;
-}
+using Named = NamedTensors;
 
 const torch::Tensor& gathered(const Named& all, const std::string& key) {
   const auto it = all.find(key);
   if (it == all.end())
     throw Error("MG/Opt: no tensor '" + key +
-                "' on any rank of the finer level (a network "
+                "' on any rank of the other level (a network "
                 "whose names do not follow the depth hierarchy?)");
   return it->second;
 }
 
 }  // namespace
+
+/// Between level l and l+1: which parameters each transfer sums, parsed from their names once,
+/// and who sends whom what.
+struct MultilevelOptimizer::Transfers {
+  using Sources = std::vector<std::pair<std::string, double>>;
+  const Classifier* fine = nullptr;   ///< the level-l network this was made for
+  std::vector<Sources> restriction;   ///< per coarse parameter: the fine ones Rθ sums
+  std::vector<Sources> transposed;    ///< per coarse parameter: the fine gradients Pᵀg sums
+  std::vector<Sources> prolongation;  ///< per fine parameter: the coarse ones P sums
+  NamedExchange down;                 ///< fine parameters, gradients, optimizer state
+  NamedExchange up;                   ///< coarse corrections
+};
 
 struct MultilevelOptimizer::Level {
   Classifier* model = nullptr;
@@ -77,6 +54,7 @@ struct MultilevelOptimizer::Level {
   /// The parameters' gradients hold ∇F_l at the current point (set by coarse_problem: Pᵀg),
   /// so the first smoothing step needs no evaluation.
   bool gradient_ready = false;
+  std::vector<torch::Tensor> saved_buffers;  ///< batch norm's statistics over a coarse cycle
 };
 
 MultilevelOptimizer::MultilevelOptimizer(const MGOpt& mgopt, const ModelConfig& model,
@@ -103,6 +81,59 @@ MultilevelOptimizer::MultilevelOptimizer(const MGOpt& mgopt, const ModelConfig& 
 }
 
 MultilevelOptimizer::~MultilevelOptimizer() = default;
+
+MultilevelOptimizer::Transfers& MultilevelOptimizer::transfers(int l) {
+  if (transfers_.size() < between_.size()) transfers_.resize(between_.size());
+  auto& slot = transfers_[static_cast<std::size_t>(l)];
+  const Level& fine = *levels_[static_cast<std::size_t>(l)];
+  const Level& coarse = *levels_[static_cast<std::size_t>(l) + 1];
+  if (slot && slot->fine == fine.model) return *slot;
+  auto plan = std::make_unique<Transfers>();
+  plan->fine = fine.model;
+  const nn::DepthRefinement& between = between_[static_cast<std::size_t>(l)];
+  const nn::KeySources restriction = between.restriction_key_sources(mgopt_.restriction);
+  const nn::KeySources prolongation = between.key_sources();
+  std::set<std::string> fine_names, coarse_names;
+  for (const auto& item : fine.model->module().named_parameters()) {
+    fine_names.insert(item.key());
+    plan->prolongation.push_back(prolongation(item.key()));
+  }
+  std::map<std::string, std::size_t> position;
+  for (const auto& item : coarse.model->module().named_parameters()) {
+    position[item.key()] = plan->restriction.size();
+    coarse_names.insert(item.key());
+    plan->restriction.push_back(restriction(item.key()));
+  }
+  // Pᵀg: each fine gradient, from whichever rank, goes to the coarse parameters its prolongation
+  // reads. The fine names of every rank, in name order (the order the sums take).
+  std::set<std::string> every_fine;
+  for (const auto& names : gather_keys(comm_, {fine_names.begin(), fine_names.end()}))
+    every_fine.insert(names.begin(), names.end());
+  plan->transposed.resize(plan->restriction.size());
+  for (const std::string& name : every_fine)
+    for (const auto& [source, w] : prolongation(name))
+      if (const auto it = position.find(source); it != position.end())
+        plan->transposed[it->second].emplace_back(name, w);
+  std::vector<std::string> reads_down, reads_up;
+  for (std::size_t i = 0; i < plan->restriction.size(); ++i) {
+    for (const auto& source : plan->restriction[i]) {
+      reads_down.push_back("p/" + source.first);
+      for (const char* field : nn::kOptimizerFields)
+        reads_down.push_back("o/" + std::string(field) + "/" + source.first);
+    }
+    for (const auto& source : plan->transposed[i]) reads_down.push_back("g/" + source.first);
+  }
+  for (const auto& sources : plan->prolongation)
+    for (const auto& source : sources) reads_up.push_back(source.first);
+  // Keys "p/name", "g/name", "o/field/name": the parameter's name follows the last '/'.
+  plan->down = NamedExchange(comm_, reads_down, [&](const std::string& key) {
+    return fine_names.count(key.substr(key.rfind('/') + 1)) > 0;
+  });
+  plan->up = NamedExchange(comm_, reads_up,
+                           [&](const std::string& key) { return coarse_names.count(key) > 0; });
+  slot = std::move(plan);
+  return *slot;
+}
 
 void MultilevelOptimizer::bind_fine(Classifier& fine, torch::optim::Optimizer& optimizer) {
   levels_[0]->model = &fine;
@@ -200,10 +231,8 @@ void MultilevelOptimizer::smooth(int l, int steps, const Batch& batch, double we
 std::vector<torch::Tensor> MultilevelOptimizer::restrict_to(int l) {
   Level& fine = *levels_[static_cast<std::size_t>(l)];
   Level& coarse = *levels_[static_cast<std::size_t>(l) + 1];
-  const nn::DepthRefinement& between = between_[static_cast<std::size_t>(l)];
-  const nn::KeySources restriction = between.restriction_key_sources(mgopt_.restriction);
-  const nn::KeySources prolongation = between.key_sources();
-  // Level l's parameters, gradients and optimizer state, from every rank of the chain.
+  const Transfers& plan = transfers(l);
+  // Level l's parameters, gradients and optimizer state that this rank's coarse layers read.
   Named mine;
   for (const auto& item : fine.model->module().named_parameters()) {
     const torch::Tensor& p = item.value();
@@ -212,16 +241,14 @@ std::vector<torch::Tensor> MultilevelOptimizer::restrict_to(int l) {
     for (const auto& [field, value] : nn::optimizer_fields(*fine.optimizer, p))
       mine["o/" + field + "/" + item.key()] = value.detach();
   }
-  const Named all = all_gather(comm_, mine);
+  const Named all = plan.down(mine, tally_.received_bytes);
   torch::NoGradGuard no_grad;
   coarse.optimizer->state().clear();
   const auto named = coarse.model->module().named_parameters();
-  std::map<std::string, std::size_t> position;
+  std::vector<torch::Tensor> transposed(named.size());
   for (std::size_t i = 0; i < named.size(); ++i) {
-    const std::string& name = named[i].key();
     torch::Tensor p = named[i].value();
-    position[name] = i;
-    const auto sources = restriction(name);
+    const auto& sources = plan.restriction[i];
     p.zero_();
     Named fields;
     std::map<std::string, std::size_t> counted;
@@ -242,22 +269,16 @@ std::vector<torch::Tensor> MultilevelOptimizer::restrict_to(int l) {
     for (auto it = fields.begin(); it != fields.end();)  // a field some source lacks: none
       it = counted[it->first] == sources.size() ? std::next(it) : fields.erase(it);
     nn::set_optimizer_fields(*coarse.optimizer, p, fields);
-  }
-  // Pᵀ g: each fine gradient goes to the coarse parameters its prolongation reads, weighted.
-  std::vector<torch::Tensor> transposed(named.size());
-  for (const auto& [key, g] : all) {
-    if (key.compare(0, 2, "g/") != 0) continue;
-    for (const auto& [source, w] : prolongation(key.substr(2))) {
-      const auto it = position.find(source);
-      if (it == position.end()) continue;
-      torch::Tensor& acc = transposed[it->second];
-      const torch::Tensor& p = named[it->second].value();
-      const torch::Tensor part = g.to(p.device(), p.scalar_type()).mul(w);
+    // Pᵀ g: the fine gradients whose prolongation reads this parameter, weighted.
+    torch::Tensor& acc = transposed[i];
+    for (const auto& [key, w] : plan.transposed[i]) {
+      const auto it = all.find("g/" + key);
+      if (it == all.end()) continue;
+      const torch::Tensor part = it->second.to(p.device(), p.scalar_type()).mul(w);
       acc = acc.defined() ? acc.add(part) : part;
     }
+    if (!acc.defined()) acc = torch::zeros_like(p);
   }
-  for (std::size_t i = 0; i < named.size(); ++i)
-    if (!transposed[i].defined()) transposed[i] = torch::zeros_like(named[i].value());
   return transposed;
 }
 
@@ -273,16 +294,16 @@ void MultilevelOptimizer::correct(int l, const std::vector<torch::Tensor>& start
     for (std::size_t i = 0; i < named.size(); ++i)
       mine[named[i].key()] = (named[i].value().detach() - start[i]);
   }
-  const Named all = all_gather(comm_, mine);
-  const nn::KeySources prolongation = between_[static_cast<std::size_t>(l)].key_sources();
+  const Transfers& plan = transfers(l);
+  const Named all = plan.up(mine, tally_.received_bytes);
   const auto named = fine.model->module().named_parameters();
   std::vector<torch::Tensor> base, direction;
   {
     torch::NoGradGuard no_grad;
-    for (const auto& item : named) {
-      const torch::Tensor& p = item.value();
+    for (std::size_t j = 0; j < named.size(); ++j) {
+      const torch::Tensor& p = named[j].value();
       torch::Tensor e = torch::zeros_like(p);
-      for (const auto& [key, w] : prolongation(item.key()))
+      for (const auto& [key, w] : plan.prolongation[j])
         e.add_(gathered(all, key).to(p.device(), p.scalar_type()), w);
       base.push_back(p.detach().clone());
       direction.push_back(e);
@@ -352,8 +373,18 @@ void MultilevelOptimizer::vcycle(int l, const Batch& batch, double weight,
   Level& fine = *levels_[static_cast<std::size_t>(l)];
   Level& coarse = *levels_[static_cast<std::size_t>(l) + 1];
   // The running statistics of batch norm advance with the optimizer steps only.
-  std::vector<torch::Tensor> buffers;
-  for (const auto& b : fine.model->module().buffers()) buffers.push_back(b.clone());
+  std::vector<torch::Tensor>& buffers = fine.saved_buffers;
+  {
+    torch::NoGradGuard no_grad;
+    const auto now_buffers = fine.model->module().buffers();
+    if (buffers.size() != now_buffers.size()) buffers.assign(now_buffers.size(), torch::Tensor());
+    for (std::size_t i = 0; i < buffers.size(); ++i)
+      if (buffers[i].defined() && buffers[i].sizes() == now_buffers[i].sizes() &&
+          buffers[i].device() == now_buffers[i].device())
+        buffers[i].copy_(now_buffers[i]);
+      else
+        buffers[i] = now_buffers[i].clone();
+  }
   const double f0 = coarse_problem(l, batch, weight, global_batch, t, first, nullptr);
   std::vector<torch::Tensor> start;
   for (const auto& p : coarse.model->module().parameters()) start.push_back(p.detach().clone());

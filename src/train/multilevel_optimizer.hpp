@@ -1,8 +1,8 @@
 #pragma once
 // MG/Opt's V-cycle over the depth hierarchy (weft/train/mgopt.hpp), one per batch. The coarser
 // levels' networks live here, over the same ranks as the model, each in its own layout: the
-// parameters, gradients and corrections move between levels by name (nn/depth.hpp), gathered
-// over the chain's ranks. Private to weft_train.
+// parameters, gradients and corrections move between levels by name (nn/depth.hpp), each rank
+// receiving from the chain's other ranks only what its layers read. Private to weft_train.
 #include <mpi.h>
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "classifier.hpp"
+#include "named_exchange.hpp"
 #include "weft/nn/depth.hpp"
 #include "weft/train/mgopt.hpp"
 
@@ -23,6 +24,8 @@ struct MGOptTally {
   std::int64_t rejected = 0;     ///< ... of which no step length decreased the objective
   double step_sum = 0;           ///< the sum of the accepted step lengths α
   std::int64_t steps = 0;        ///< step evaluations of this rank's MGRIT solves, every level
+  /// Bytes this rank received from the chain's other ranks in the transfers between levels.
+  std::int64_t received_bytes = 0;
 };
 
 class MultilevelOptimizer {
@@ -64,6 +67,9 @@ class MultilevelOptimizer {
 
  private:
   struct Level;
+  struct Transfers;
+  /// The plan of the transfers between level l and l+1, made at their first use (collective).
+  Transfers& transfers(int level);
   void vcycle(int level, const Batch& batch, double weight, std::int64_t global_batch,
               PhaseTimes& t, BatchOutcome* first);
   double objective(int level, const Batch& batch, double weight, std::int64_t global_batch,
@@ -80,6 +86,7 @@ class MultilevelOptimizer {
   MPI_Comm comm_, data_, agree_;
   std::vector<std::unique_ptr<Level>> levels_;
   std::vector<nn::DepthRefinement> between_;  ///< between_[l]: level l+1 refined to level l
+  std::vector<std::unique_ptr<Transfers>> transfers_;
   MGOptTally tally_;
 };
 

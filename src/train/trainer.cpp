@@ -530,6 +530,11 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     m.mgopt_rejected = mt.rejected;
     if (mt.corrections > mt.rejected)
       m.mgopt_step_mean = mt.step_sum / static_cast<double>(mt.corrections - mt.rejected);
+    double kib = static_cast<double>(mt.received_bytes) / 1024.0 /
+                 static_cast<double>(std::max<std::size_t>(fwd_ms.size(), 1));
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, &kib, 1, MPI_DOUBLE, MPI_MAX, agree),
+               "MPI_Allreduce (MG/Opt transfers)");
+    m.mgopt_transfer_kib = kib;
   }
   m.ranks = o.serial ? 1 : ranks;
   m.fwd_levels = fwd_levels;

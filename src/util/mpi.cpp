@@ -36,6 +36,77 @@ int size(MPI_Comm comm) {
   return s;
 }
 
+namespace {
+/// Offsets of consecutive blocks of `lengths` bytes, and their total (which must fit an int).
+std::vector<int> offsets_of(const std::vector<int>& lengths, const char* what) {
+  std::vector<int> offsets(lengths.size());
+  long long total = 0;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    offsets[r] = static_cast<int>(total);
+    total += lengths[r];
+  }
+  if (total > std::numeric_limits<int>::max())
+    throw MpiError(std::string(what) + ": " + std::to_string(total) +
+                   " bytes in one exchange, more than MPI's int counts address");
+  return offsets;
+}
+
+std::vector<std::string> split(const std::string& all, const std::vector<int>& lengths,
+                               const std::vector<int>& offsets) {
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    out.push_back(
+        all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r])));
+  return out;
+}
+
+int length_of(const std::string& bytes, const char* what) {
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw MpiError(std::string(what) + ": " + std::to_string(bytes.size()) +
+                   " bytes for one rank, more than MPI's int counts address");
+  return static_cast<int>(bytes.size());
+}
+}  // namespace
+
+std::vector<std::string> all_gather_bytes(MPI_Comm comm, const std::string& mine,
+                                          const char* what) {
+  const int length = length_of(mine, what);
+  std::vector<int> lengths(static_cast<std::size_t>(size(comm)));
+  check(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm), what);
+  const std::vector<int> offsets = offsets_of(lengths, what);
+  std::string all(static_cast<std::size_t>(offsets.empty() ? 0 : offsets.back() + lengths.back()),
+                  '\0');
+  check(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                       MPI_CHAR, comm),
+        what);
+  return split(all, lengths, offsets);
+}
+
+std::vector<std::string> all_to_all_bytes(MPI_Comm comm, const std::vector<std::string>& to,
+                                          const char* what) {
+  const std::size_t ranks = static_cast<std::size_t>(size(comm));
+  if (to.size() != ranks)
+    throw Error(std::string(what) + ": " + std::to_string(to.size()) + " messages for " +
+                std::to_string(ranks) + " ranks");
+  std::vector<int> send_lengths(ranks), receive_lengths(ranks);
+  std::string sent;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    send_lengths[r] = length_of(to[r], what);
+    sent += to[r];
+  }
+  const std::vector<int> send_offsets = offsets_of(send_lengths, what);
+  check(MPI_Alltoall(send_lengths.data(), 1, MPI_INT, receive_lengths.data(), 1, MPI_INT, comm),
+        what);
+  const std::vector<int> receive_offsets = offsets_of(receive_lengths, what);
+  std::string received(static_cast<std::size_t>(receive_offsets.back() + receive_lengths.back()),
+                       '\0');
+  check(MPI_Alltoallv(sent.data(), send_lengths.data(), send_offsets.data(), MPI_CHAR,
+                      received.data(), receive_lengths.data(), receive_offsets.data(), MPI_CHAR,
+                      comm),
+        what);
+  return split(received, receive_lengths, receive_offsets);
+}
+
 std::string where(MPI_Comm comm) {
   return "rank " + std::to_string(rank(comm)) + "/" + std::to_string(size(comm));
 }

@@ -3,6 +3,7 @@
 // and lower the counts, loss jumps that bring a check forward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -69,29 +70,58 @@ TEST(IterationControl, ChecksRaiseUntilTheGradientIsGoodEnoughThenLowerOneAtATim
 }
 
 // A lowering that fails its verification is undone (not answered by raising both counts) and
-// that setting is barred for 10 check periods, so the counts do not oscillate.
-TEST(IterationControl, AFailedLoweringIsUndoneAndBarredForTenCheckPeriods) {
+// that setting is barred for 2 check periods, so the counts do not oscillate.
+TEST(IterationControl, AFailedLoweringIsUndoneAndBarred) {
   train::IterationController c(both(), 2, 2);
   c.observe_check(0, 0.001);  // lower the adjoint's: (2, 1), verified at batch 1
   ASSERT_EQ(c.backward_iterations(), 1);
   EXPECT_TRUE(c.check_due(1));
-  c.observe_check(1, 0.1);  // (2, 1) fails: back to (2, 2), barred until batch 101
+  c.observe_check(1, 0.1);  // (2, 1) fails: back to (2, 2), barred until batch 21
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 2);
   EXPECT_FALSE(c.check_due(10));  // (2, 2) was good: the next check after a period
   c.observe_check(11, 0.001);     // the forward's turn: (1, 2)
   EXPECT_EQ(c.forward_iterations(), 1);
-  c.observe_check(12, 0.1);  // fails too: back to (2, 2), (1, 2) barred until batch 112
+  c.observe_check(12, 0.1);  // fails too: back to (2, 2), (1, 2) barred until batch 32
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 2);
-  for (std::int64_t batch : {22, 32, 92}) {
-    c.observe_check(batch, 0.001);  // both lowerings barred: kept
-    EXPECT_EQ(c.forward_iterations(), 2) << batch;
-    EXPECT_EQ(c.backward_iterations(), 2) << batch;
-  }
-  c.observe_check(102, 0.001);  // (2, 1)'s bar has ended
+  c.observe_check(20, 0.001);  // both lowerings barred: kept
+  EXPECT_EQ(c.forward_iterations(), 2);
+  EXPECT_EQ(c.backward_iterations(), 2);
+  c.observe_check(30, 0.001);  // (2, 1)'s bar has ended
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 1);
+}
+
+// Each further failure of a setting bars it twice as long, up to 64 check periods; a setting
+// that passes its verification starts over at 2 periods.
+TEST(IterationControl, BarsGrowWithEachFailureAndStartOverAfterAPass) {
+  train::IterationControl adjoint_only = both();
+  adjoint_only.forward = false;
+  train::IterationController c(adjoint_only, 2, 2);
+  std::int64_t batch = 0;
+  c.observe_check(batch, 0.001);  // lowers the adjoint's: (2, 1)
+  for (int failure = 1; failure <= 8; ++failure) {
+    ASSERT_EQ(c.backward_iterations(), 1) << failure;
+    c.observe_check(++batch, 0.1);  // the verification fails: (2, 2), barred
+    const std::int64_t until = batch + 10 * (std::int64_t{1} << std::min(failure, 6));
+    ASSERT_EQ(c.state().bars.size(), 1u);
+    EXPECT_EQ(c.state().bars[0].until, until) << failure;
+    EXPECT_EQ(c.backward_iterations(), 2);
+    c.observe_check(until - 1, 0.001);  // still barred: kept
+    EXPECT_EQ(c.backward_iterations(), 2) << failure;
+    batch = until;
+    c.observe_check(batch, 0.001);  // the bar has ended: lowered again
+  }
+  c.observe_check(++batch, 0.02);  // passes (not 4x better: kept): the record is gone
+  EXPECT_EQ(c.backward_iterations(), 1);
+  EXPECT_TRUE(c.state().bars.empty());
+  c.observe_check(batch + 10, 0.1);  // not a verification: raised, checked again at once
+  EXPECT_EQ(c.backward_iterations(), 2);
+  c.observe_check(batch + 11, 0.001);  // lowered
+  c.observe_check(batch + 12, 0.1);    // fails: a first failure again, 2 periods
+  ASSERT_EQ(c.state().bars.size(), 1u);
+  EXPECT_EQ(c.state().bars[0].until, batch + 12 + 20);
 }
 
 // A controller restored from another's state (what a checkpoint stores) decides from then on
@@ -100,7 +130,7 @@ TEST(IterationControl, AFailedLoweringIsUndoneAndBarredForTenCheckPeriods) {
 TEST(IterationControl, ARestoredStateDecidesAsTheOriginal) {
   train::IterationController original(both(), 2, 2);
   original.observe_check(0, 0.001);  // lowers the adjoint's: (2, 1)
-  original.observe_check(1, 0.1);    // fails: (2, 2), (2, 1) barred until 101
+  original.observe_check(1, 0.1);    // fails: (2, 2), (2, 1) barred until 21
   for (std::int64_t batch = 0; batch < 20; ++batch) original.observe_loss(batch, 1.0);
   original.observe_check(11, 0.001);  // lowers the forward's: (1, 2), pending verification
   train::IterationController resumed(both(), 5, 5);
@@ -111,7 +141,7 @@ TEST(IterationControl, ARestoredStateDecidesAsTheOriginal) {
   for (train::IterationController* c : {&original, &resumed}) {
     c->observe_check(12, 0.1);  // the pending lowering fails: undone, (1, 2) barred
     EXPECT_EQ(c->forward_iterations(), 2);
-    c->observe_check(22, 0.001);  // both lowerings barred: kept
+    c->observe_check(20, 0.001);  // both lowerings barred: kept
     EXPECT_EQ(c->backward_iterations(), 2);
     c->observe_loss(23, 2.5);  // above twice the running mean of 1: the check comes forward
     EXPECT_TRUE(c->check_due(24));

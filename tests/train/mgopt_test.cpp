@@ -6,7 +6,9 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "classifier.hpp"
 #include "expect.hpp"
 #include "multilevel_optimizer.hpp"
+#include "named_exchange.hpp"
 #include "trainer_support.hpp"
 #include "weft/train/depth_growth.hpp"
 #include "weft/train/mgopt.hpp"
@@ -84,6 +87,13 @@ TEST(MGOpt, CoherenceMakesTheCoarseGradientTheTransposedFineGradient) {
     std::vector<torch::Tensor> transposed;
     const double f0 = levels.coarse_problem(0, batch, 1.0, 0, &transposed);
     EXPECT_GT(f0, 0);
+    // Each rank received the fine tensors its coarse layers read, less than the other ranks'
+    // parameters and gradients (what gathering the whole level would move).
+    std::int64_t held = 0, everyone = 0;
+    for (const auto& p : fine.module().parameters())
+      held += 2 * p.numel() * static_cast<std::int64_t>(p.element_size());
+    MPI_Allreduce(&held, &everyone, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_LT(levels.tally().received_bytes, std::max<std::int64_t>(everyone - held, 1));
     const double coarse_objective = levels.gradient(1, batch, 1.0, 0);
     EXPECT_TRUE(std::isfinite(coarse_objective));
     train::Classifier& coarse = levels.level_model(1);
@@ -111,6 +121,31 @@ TEST(MGOpt, CoherenceMakesTheCoarseGradientTheTransposedFineGradient) {
       EXPECT_LE((coherent - transposed[i]).abs().max().item<double>(), 1e-5 * scale + 1e-7);
     }
   }
+}
+
+// The transfers between levels: of the other ranks' tensors, each rank receives exactly those it
+// reads (a key its holder lacks stays absent).
+TEST(MGOpt, TransfersCarryOnlyWhatEachRankReads) {
+  const int rank = world_rank(), size = world_size(), next = (rank + 1) % size;
+  auto key = [](int r, const std::string& what) { return "r" + std::to_string(r) + "." + what; };
+  const train::NamedTensors mine = {{key(rank, "read"), torch::full({4}, double(rank))},
+                                    {key(rank, "unread"), torch::ones({1000})}};
+  const train::NamedExchange exchange(
+      MPI_COMM_WORLD, {key(next, "read"), key(next, "absent"), key(next, "read")},
+      [&](const std::string& k) { return k.rfind(key(rank, ""), 0) == 0; });
+  std::int64_t bytes = 0;
+  for (int round = 0; round < 2; ++round) {  // the plan serves every transfer
+    const auto got = exchange(mine, bytes);
+    EXPECT_EQ(got.size(), size == 1 ? 2u : 3u);
+    ASSERT_EQ(got.count(key(next, "read")), 1u);
+    EXPECT_TRUE(torch::equal(got.at(key(next, "read")), torch::full({4}, double(next))));
+    EXPECT_EQ(got.count(key(next, "absent")), 0u);
+    EXPECT_EQ(got.count(key(next, "unread")), size == 1 ? 1u : 0u);
+  }
+  if (size == 1)
+    EXPECT_EQ(bytes, 0);
+  else
+    EXPECT_TRUE(bytes > 0 && bytes < 2 * 1000 * 4) << bytes;  // not the unread tensor
 }
 
 // (b) With one level, MG/Opt is plain training, bit for bit: every batch's loss and every

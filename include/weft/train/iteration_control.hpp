@@ -11,7 +11,11 @@
 //     the MGRIT gradient g against the exact-mode gradient g* of the same batch (a second
 //     forward and backward in exact mode; its cost is reported) and steps with g*.
 //     - e > tolerance right after a count was lowered: the lowering is undone, and the lowered
-//       setting is barred for 10 check periods (10 × check_every batches).
+//       setting is barred for 2 check periods (2 × check_every batches), twice as long at each
+//       further failure of that setting (at most 64 periods): a setting that fails early in
+//       training, when gradients are least like later ones, is tried again soon, and one that
+//       keeps failing is tried ever more rarely. A setting that passes its verification starts
+//       over at 2 periods.
 //     - e > tolerance otherwise: every automatic count goes up by one (up to max_iterations),
 //       and the next batch is checked again, until e ≤ tolerance or every count is at its
 //       maximum.
@@ -68,10 +72,13 @@ class IterationController {
     bool lower_backward_next = true;
     /// The counts before the last lowering, while the next check verifies it.
     std::optional<std::pair<int, int>> before_lowering;
-    /// Lowered settings (forward, backward) that failed their check, barred until `until`.
+    /// Lowered settings (forward, backward) that failed their verification `failures` times
+    /// since they last passed one, barred until `until` (kept after that, for the next bar's
+    /// length: at most one per setting).
     struct Bar {
       int forward, backward;
       std::int64_t until;
+      int failures = 1;
     };
     std::vector<Bar> bars;
     double loss_mean = 0;  ///< running mean of the batch losses (rule 3)

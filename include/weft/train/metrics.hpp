@@ -45,6 +45,9 @@ struct EpochMetrics {
   std::optional<int> mgopt_levels;
   std::optional<std::int64_t> mgopt_corrections, mgopt_rejected;
   std::optional<double> mgopt_step_mean;
+  /// The most bytes a rank received from the chain's other ranks per batch in MG/Opt's transfers
+  /// between levels [KiB]: each rank receives what its layers read, not whole levels.
+  std::optional<double> mgopt_transfer_kib;
   int ranks = 1;  ///< all ranks of the run (1 with serial)
   std::int64_t fwd_levels = 1, bwd_levels = 1;
   int data_ranks = 1;  ///< replicas

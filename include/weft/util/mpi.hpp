@@ -5,6 +5,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "weft/util/error.hpp"
 
@@ -18,6 +19,13 @@ int size(MPI_Comm comm);
 
 /// "rank r/P" prefix for error messages.
 std::string where(MPI_Comm comm);
+
+/// Every rank's bytes, in rank order (collective over `comm`; `what` names the exchange in
+/// errors).
+std::vector<std::string> all_gather_bytes(MPI_Comm comm, const std::string& mine, const char* what);
+/// `to[r]` goes to rank r; returns what each rank sent this one, in rank order (collective).
+std::vector<std::string> all_to_all_bytes(MPI_Comm comm, const std::vector<std::string>& to,
+                                          const char* what);
 
 /// MPI_Wait that polls for a short while, then sleeps between polls: a rank that waits long
 /// (a data-parallel replica that finished its backward first) leaves its core to the others
