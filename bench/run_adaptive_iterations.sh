@@ -7,7 +7,8 @@
 #   stages: the README main job's network (--model stages, its recipe: 2 levels, cf 2)
 #   gru:    --model gru (rows), 2 levels cf 4
 # The runs: exact, auto and fixed counts fixedFB (F forward and B adjoint iterations, one digit
-# each). Per network, the summary takes medians over the seeds and names the cheapest fixed
+# each). Per network, the summary takes medians over the seeds (beside them the mean and its
+# standard error, which say how far the seeds' noise reaches) and names the cheapest fixed
 # setting whose median accuracy is within TOLERANCE points (0.2) of exact mode's: the setting
 # the auto run's evaluations are compared with.
 # Usage: bash bench/run_adaptive_iterations.sh [SEED...] (default 1); NETWORKS (default
@@ -96,7 +97,12 @@ for net in networks:
             deltas.append(100 * (epochs[-1]["test_accuracy"] - exact))
             evals.append(statistics.mean(e.get("step_evaluations") or 0 for e in epochs))
         summary[run] = (statistics.median(deltas), statistics.median(evals))
-        print(f"{net:8} median {run:8} {summary[run][0]:+8.2f}p {summary[run][1]:11.0f} evals/batch")
+        # The mean and its standard error say how far the seeds' noise reaches.
+        spread = (f"; mean {statistics.mean(deltas):+.2f}p +- "
+                  f"{statistics.stdev(deltas) / len(deltas) ** 0.5:.2f} (s.e.)"
+                  if len(deltas) > 1 and run != "exact" else "")
+        print(f"{net:8} median {run:8} {summary[run][0]:+8.2f}p {summary[run][1]:11.0f} "
+              f"evals/batch{spread}")
     fixed = sorted((e, r) for r, (d, e) in summary.items()
                    if r.startswith("fixed") and d >= -tolerance)
     auto_delta, auto_evals = summary["auto"]
