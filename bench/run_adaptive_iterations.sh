@@ -97,7 +97,6 @@ for net in networks:
             deltas.append(100 * (epochs[-1]["test_accuracy"] - exact))
             evals.append(statistics.mean(e.get("step_evaluations") or 0 for e in epochs))
         summary[run] = (statistics.median(deltas), statistics.median(evals))
-        # The mean and its standard error say how far the seeds' noise reaches.
         spread = (f"; mean {statistics.mean(deltas):+.2f}p +- "
                   f"{statistics.stdev(deltas) / len(deltas) ** 0.5:.2f} (s.e.)"
                   if len(deltas) > 1 and run != "exact" else "")

@@ -22,6 +22,11 @@ cd "$(dirname "$0")/.."
 source scripts/mpi-env.sh
 rounds=${1:-3}
 first=${FIRST_ROUND:-1}
+for value in "ROUNDS=$rounds" "FIRST_ROUND=$first"; do
+  [[ ${value#*=} =~ ^[1-9][0-9]*$ ]] && continue
+  echo "run_nested_iteration.sh: ${value%%=*} '${value#*=}' is invalid; accepted: an integer >= 1" >&2
+  exit 2
+done
 build=${BUILD_DIR:-build}
 epochs=${EPOCHS:-4}
 out=$(mktemp -d)
