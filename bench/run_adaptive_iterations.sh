@@ -7,7 +7,8 @@
 #   stages: the README main job's network (--model stages, its recipe: 2 levels, cf 2)
 #   gru:    --model gru (rows), 2 levels cf 4
 # The runs: exact, auto and fixed counts fixedFB (F forward and B adjoint iterations, one digit
-# each). Per network, the summary takes medians over the seeds (beside them the mean and its
+# each, either followed by n for a solve without skip: fixed1n1 = --fwd-iters 1 --fwd-skip 0
+# --bwd-iters 1, the half step the auto runs may choose). Per network, the summary takes medians over the seeds (beside them the mean and its
 # standard error, which say how far the seeds' noise reaches) and names the cheapest fixed
 # setting whose median accuracy is within TOLERANCE points (0.2) of exact mode's: the setting
 # the auto run's evaluations are compared with.
@@ -38,10 +39,15 @@ setting() {
   case $1 in
     exact) echo "--fwd-levels 1 --bwd-levels 1" ;;
     auto) echo "$two --fwd-iters auto --bwd-iters auto ${AUTO:---auto-check 50}" ;;
-    fixed[1-9][1-9]) echo "$two --fwd-iters ${1:5:1} --bwd-iters ${1:6:1}" ;;
     *)
-      echo "run_adaptive_iterations.sh: unknown run '$1' (exact, auto or fixedFB)" >&2
-      exit 2
+      if [[ $1 =~ ^fixed([1-9])(n?)([1-9])(n?)$ ]]; then
+        local f=${BASH_REMATCH[1]} b=${BASH_REMATCH[3]}
+        echo "$two --fwd-iters $f --bwd-iters $b" \
+          "${BASH_REMATCH[2]:+--fwd-skip 0} ${BASH_REMATCH[4]:+--bwd-skip 0}"
+      else
+        echo "run_adaptive_iterations.sh: unknown run '$1' (exact, auto or fixedFB)" >&2
+        exit 2
+      fi
       ;;
   esac
 }
@@ -70,7 +76,8 @@ out, networks, tolerance, runs, seeds = (sys.argv[1], sys.argv[2].split(), float
 def load(path):
     return [json.loads(l) for l in open(path) if l.strip()]
 print(f"{'network':8} {'seed':4} {'run':8} {'accuracy':>9} {'vs exact':>9} {'evals/batch':>11} "
-      f"{'fwd it':>6} {'bwd it':>6} {'checks':>6} {'fallbacks':>9} {'grad err':>9}")
+      f"{'fwd it':>6} {'bwd it':>6} {'checks':>6} {'fallbacks':>9} {'grad err':>9} "
+      f"{'unskipped':>9}")
 for net in networks:
     for seed in seeds:
         exact = load(f"{out}/{net}-{seed}-exact.jsonl")[-1]["test_accuracy"]
@@ -84,9 +91,14 @@ for net in networks:
             fallbacks = sum(e.get("fallbacks", 0) for e in epochs)
             errs = [e["gradient_error"] for e in epochs if e.get("gradient_error") is not None]
             err = f"{statistics.mean(errs):9.3g}" if errs else f"{'-':>9}"
+            # Half steps: the fraction of batches solved without skip, forward/adjoint.
+            def unskipped(key):
+                v = [e[key] for e in epochs if e.get(key) is not None]
+                return f"{statistics.mean(v):.2f}" if v else "-"
+            unskip = f"{unskipped('fwd_unskipped_fraction')}/{unskipped('bwd_unskipped_fraction')}"
             print(f"{net:8} {seed:4} {run:8} {100 * last['test_accuracy']:8.2f}% "
                   f"{100 * (last['test_accuracy'] - exact):+8.2f}p {evals:11.0f} {fwd:6.2f} "
-                  f"{bwd:6.2f} {checks:6d} {fallbacks:9d} {err}")
+                  f"{bwd:6.2f} {checks:6d} {fallbacks:9d} {err} {unskip:>9}")
     # Medians over the seeds: accuracy against exact mode, evaluations per batch.
     summary = {}
     for run in runs:

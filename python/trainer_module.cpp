@@ -298,14 +298,15 @@ void bind_training(py::module_& m) {
       m, "IterationControl",
       "MGRIT iterations chosen by the training (weft::train::IterationControl): forward and "
       "backward (which counts are automatic), min_iterations, max_iterations, "
-      "gradient_tolerance, check_every")
+      "gradient_tolerance, check_every, half_steps")
       .def(py::init<>())
       .def_readwrite("forward", &train::IterationControl::forward)
       .def_readwrite("backward", &train::IterationControl::backward)
       .def_readwrite("min_iterations", &train::IterationControl::min_iterations)
       .def_readwrite("max_iterations", &train::IterationControl::max_iterations)
       .def_readwrite("gradient_tolerance", &train::IterationControl::gradient_tolerance)
-      .def_readwrite("check_every", &train::IterationControl::check_every);
+      .def_readwrite("check_every", &train::IterationControl::check_every)
+      .def_readwrite("half_steps", &train::IterationControl::half_steps);
   py::class_<train::MGOpt>(
       m, "MGOpt",
       "MG/Opt over depth (weft::train::MGOpt): levels (0 off, 1 plain training), factor, pre, "

@@ -205,7 +205,7 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
                         "-levels 1)",
                     "one level solves exactly: there are no iterations to choose");
   }
-  const char* settings[] = {"--auto-tol", "--auto-check", "--auto-max"};
+  const char* settings[] = {"--auto-tol", "--auto-check", "--auto-max", "--auto-half-steps"};
   if (!c.iterations.active()) {
     for (const char* flag : settings)
       if (!f.get(flag, "").empty())
@@ -221,6 +221,7 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
       "--auto-check", f.get("--auto-check", "50"), 1, "an integer in [1, 1000000]", 1000000));
   c.iterations.max_iterations = static_cast<int>(
       parse_integer("--auto-max", f.get("--auto-max", "8"), 1, "an integer in [1, 100]", 100));
+  c.iterations.half_steps = parse_switch("--auto-half-steps", f.get("--auto-half-steps", "0"));
   for (const bool forward : {true, false}) {
     const int start = (forward ? c.parallel.forward() : c.parallel.backward()).max_iterations();
     if ((forward ? c.iterations.forward : c.iterations.backward) &&
@@ -652,6 +653,9 @@ Subcommand add_train_command(CLI::App& weft) {
          "with auto iterations: batches between exact-gradient checks (default 50)");
   f->add(*cmd, "--auto-max", "N",
          "with auto iterations: the most iterations per solve (default 8)");
+  f->add(*cmd, "--auto-half-steps", "0|1",
+         "with auto iterations: between k and k+1 iterations of a solve that skips (--fwd-skip, "
+         "--bwd-skip), also try k iterations without skip (default 0)");
   f->add(*cmd, "--grow-depth", "R,K",
          "nested iteration over depth: train with every stage's steps divided by R^K first and "
          "refine the depth by R, K times, to the steps given (same T; docs/training.md)");

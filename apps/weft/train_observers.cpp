@@ -110,12 +110,12 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
   if (c.iterations.active())
     std::printf(
         "  iterations: %s chosen by the training, %d to %d, exact-gradient checks every "
-        "%d batches, gradient error accepted %g\n",
+        "%d batches, gradient error accepted %g%s\n",
         c.iterations.forward && c.iterations.backward ? "forward and adjoint"
         : c.iterations.forward                        ? "forward"
                                                       : "adjoint",
         c.iterations.min_iterations, c.iterations.max_iterations, c.iterations.check_every,
-        c.iterations.gradient_tolerance);
+        c.iterations.gradient_tolerance, c.iterations.half_steps ? ", half steps" : "");
   if (!c.serial) {
     std::string text =
         nn::to_string(c.parallel, train::model_kind(c.model).staged() && c.model.batchnorm);

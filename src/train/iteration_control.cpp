@@ -26,6 +26,10 @@ void validate(const IterationControl& c) {
     invalid("check_every " + std::to_string(c.check_every) + " is invalid; accepted: >= 1");
 }
 
+std::int64_t retry_every(const IterationControl& control) {
+  return std::max(1, control.check_every / 5);
+}
+
 SolveVerdict judge(const std::vector<std::optional<double>>& residuals) {
   std::vector<double> r;
   for (const auto& v : residuals)
@@ -53,28 +57,46 @@ std::string to_string(SolveVerdict verdict) {
   }
 }
 
-IterationController::IterationController(IterationControl control, int forward, int backward)
+IterationController::IterationController(IterationControl control, int forward, int backward,
+                                         bool forward_skips, bool backward_skips)
     : control_(control) {
   validate(control_);
-  s_.forward = forward;
-  s_.backward = backward;
+  s_.forward_half_steps = control_.half_steps && control_.forward && forward_skips;
+  s_.backward_half_steps = control_.half_steps && control_.backward && backward_skips;
+  // The solver's k iterations skip: the half-step setting 2k - 1.
+  s_.forward = s_.forward_half_steps ? 2 * forward - 1 : forward;
+  s_.backward = s_.backward_half_steps ? 2 * backward - 1 : backward;
   restore(s_);
 }
 
 void IterationController::restore(const State& state) {
-  const int forward = s_.forward, backward = s_.backward;
+  const State own = s_;  // this controller's steps, and the solver's counts
+  // A count from `from_half` steps in `to_half` steps: k whole iterations are k skipping.
+  auto convert = [](int count, bool from_half, bool to_half) {
+    if (from_half == to_half) return count;
+    return to_half ? 2 * count - 1 : iterations(count, true);
+  };
   // A direction this control chooses takes the stored count within its bounds; the other keeps
   // the solver's count (also in a pending lowering, which an undo would bring back).
-  auto count = [&](bool chosen, int stored, int solver) {
-    return chosen ? std::clamp(stored, control_.min_iterations, control_.max_iterations) : solver;
+  auto count = [&](bool forward, int stored) {
+    const bool from = forward ? state.forward_half_steps : state.backward_half_steps;
+    const bool to = forward ? own.forward_half_steps : own.backward_half_steps;
+    if (!(forward ? control_.forward : control_.backward))
+      return forward ? own.forward : own.backward;
+    return std::clamp(convert(stored, from, to), lowest(to), highest(to));
   };
   s_ = state;
-  s_.forward = count(control_.forward, s_.forward, forward);
-  s_.backward = count(control_.backward, s_.backward, backward);
+  s_.forward_half_steps = own.forward_half_steps;
+  s_.backward_half_steps = own.backward_half_steps;
+  s_.forward = count(true, state.forward);
+  s_.backward = count(false, state.backward);
   if (s_.before_lowering)
-    s_.before_lowering =
-        std::make_pair(count(control_.forward, s_.before_lowering->first, forward),
-                       count(control_.backward, s_.before_lowering->second, backward));
+    s_.before_lowering = std::make_pair(count(true, state.before_lowering->first),
+                                        count(false, state.before_lowering->second));
+  for (State::Bar& bar : s_.bars) {
+    bar.forward = convert(bar.forward, state.forward_half_steps, own.forward_half_steps);
+    bar.backward = convert(bar.backward, state.backward_half_steps, own.backward_half_steps);
+  }
 }
 
 bool IterationController::check_due(std::int64_t batch) const {
@@ -82,9 +104,10 @@ bool IterationController::check_due(std::int64_t batch) const {
 }
 
 void IterationController::raise(bool forward, bool backward) {
-  if (forward && control_.forward) s_.forward = std::min(s_.forward + 1, control_.max_iterations);
+  if (forward && control_.forward)
+    s_.forward = std::min(s_.forward + 1, highest(s_.forward_half_steps));
   if (backward && control_.backward)
-    s_.backward = std::min(s_.backward + 1, control_.max_iterations);
+    s_.backward = std::min(s_.backward + 1, highest(s_.backward_half_steps));
 }
 
 bool IterationController::observe_solves(std::int64_t, SolveVerdict forward,
@@ -124,13 +147,15 @@ void IterationController::observe_check(std::int64_t batch, double error) {
       State::Bar& bar =
           record != s_.bars.end() ? *record : s_.bars.emplace_back(State::Bar{0, 0, 0, 0});
       bar = {s_.forward, s_.backward, 0, std::min(bar.failures + 1, 6)};
-      bar.until = batch + (std::int64_t{1} << bar.failures) * control_.check_every;
+      const std::int64_t retry = retry_every(control_);
+      bar.until = batch + (std::int64_t{1} << bar.failures) * retry;
       s_.forward = verified->first;
       s_.backward = verified->second;
+      s_.next_check = batch + retry;  // the undone setting costs more: look again soon
       return;
     }
-    const bool at_max = (!control_.forward || s_.forward == control_.max_iterations) &&
-                        (!control_.backward || s_.backward == control_.max_iterations);
+    const bool at_max = (!control_.forward || s_.forward == highest(s_.forward_half_steps)) &&
+                        (!control_.backward || s_.backward == highest(s_.backward_half_steps));
     raise(true, true);
     if (!at_max) s_.next_check = batch + 1;
     return;
@@ -143,7 +168,8 @@ void IterationController::observe_check(std::int64_t batch, double error) {
     s_.lower_backward_next = !s_.lower_backward_next;
     int f = s_.forward, b = s_.backward;
     (backward ? b : f) -= 1;
-    if ((backward ? b : f) < control_.min_iterations || barred(f, b, batch)) continue;
+    const bool half = backward ? s_.backward_half_steps : s_.forward_half_steps;
+    if ((backward ? b : f) < lowest(half) || barred(f, b, batch)) continue;
     s_.before_lowering = std::make_pair(s_.forward, s_.backward);
     s_.forward = f;
     s_.backward = b;

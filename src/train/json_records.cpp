@@ -141,6 +141,8 @@ json metrics_json(const EpochMetrics& m) {
     record["gradient_checks"] = m.gradient_checks.value_or(0);
     record["gradient_error"] = optional_number(m.gradient_error);
     record["control_ms"] = optional_number(m.control_ms);
+    if (m.fwd_unskipped) record["fwd_unskipped_fraction"] = *m.fwd_unskipped;
+    if (m.bwd_unskipped) record["bwd_unskipped_fraction"] = *m.bwd_unskipped;
   }
   if (m.mgopt_levels) {
     record["mgopt_levels"] = *m.mgopt_levels;
@@ -187,7 +189,8 @@ nlohmann::json iteration_state_json(const IterationController::State& s) {
             {"lower_backward_next", s.lower_backward_next},
             {"bars", bars},
             {"loss_mean", s.loss_mean},
-            {"losses", s.losses}};
+            {"losses", s.losses},
+            {"half_steps", {s.forward_half_steps, s.backward_half_steps}}};
   if (s.before_lowering)
     j["before_lowering"] = {s.before_lowering->first, s.before_lowering->second};
   return j;
@@ -228,6 +231,13 @@ IterationController::State iteration_state_from_json(const json& j) {
   }
   s.loss_mean = j.at("loss_mean").get<double>();
   s.losses = j.at("losses").get<std::int64_t>();
+  // Checkpoints from before half steps count whole iterations.
+  if (j.contains("half_steps")) {
+    const auto v = j.at("half_steps").get<std::vector<bool>>();
+    if (v.size() != 2) throw std::domain_error("half_steps is not [forward, backward]");
+    s.forward_half_steps = v[0];
+    s.backward_half_steps = v[1];
+  }
   if (j.contains("before_lowering")) {
     const auto v = j.at("before_lowering").get<std::vector<int>>();
     if (v.size() != 2) throw std::domain_error("before_lowering is not [forward, backward]");

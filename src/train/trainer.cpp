@@ -96,6 +96,8 @@ struct Trainer::State {
     std::vector<double> errors;
     double seconds = 0;
     std::int64_t exact_steps = 0;  ///< step evaluations of the exact recomputations, this rank
+    /// Batches, and those whose forward (adjoint) solve ran without skip by a half step.
+    std::int64_t batches = 0, forward_unskipped = 0, backward_unskipped = 0;
   } tally;
   /// The MGRIT solves of the last batch (a recomputation in exact mode replaces the module's).
   nn::SolveReport mgrit_forward, mgrit_backward;
@@ -235,9 +237,12 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
                                                    s.comm, s.data, o.serial, o.parallel);
   s.optimizer = make_optimizer(o, s.model->module());
   if (o.iterations.active()) {
-    s.controller =
-        std::make_unique<IterationController>(o.iterations, o.parallel.forward().max_iterations(),
-                                              o.parallel.backward().max_iterations());
+    auto skips = [](const mgrit::Options& solver) {
+      return solver.effective_initial_phase() == mgrit::InitialPhase::Skip;
+    };
+    s.controller = std::make_unique<IterationController>(
+        o.iterations, o.parallel.forward().max_iterations(), o.parallel.backward().max_iterations(),
+        skips(o.parallel.forward()), skips(o.parallel.backward()));
     if (controller_state) s.controller->restore(*controller_state);
   }
   if (o.mgopt.active())
@@ -518,6 +523,14 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     m.fallbacks = tally.fallbacks;
     m.gradient_checks = static_cast<std::int64_t>(tally.errors.size());
     m.gradient_error = mean(tally.errors);
+    auto fraction = [&](std::int64_t n, std::optional<bool> half_steps) {
+      return half_steps && tally.batches > 0
+                 ? std::optional<double>(static_cast<double>(n) /
+                                         static_cast<double>(tally.batches))
+                 : std::nullopt;
+    };
+    m.fwd_unskipped = fraction(tally.forward_unskipped, controller->forward_skips());
+    m.bwd_unskipped = fraction(tally.backward_unskipped, controller->backward_skips());
     double ms = 1e3 * tally.seconds;
     mpi::check(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, agree),
                "MPI_Allreduce (control time)");
@@ -587,12 +600,29 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
   IterationController& c = *controller;
   const IterationControl& control = options.iterations;
   nn::LayerParallelOptions solver = model->solver_options();
-  if ((control.forward && solver.forward().max_iterations() != c.forward_iterations()) ||
-      (control.backward && solver.backward().max_iterations() != c.backward_iterations())) {
-    if (control.forward)
-      solver.forward(mgrit::Options(solver.forward()).max_iterations(c.forward_iterations()));
-    if (control.backward)
-      solver.backward(mgrit::Options(solver.backward()).max_iterations(c.backward_iterations()));
+  // The controller's setting of one direction: its iterations, and its skip with half steps.
+  auto chosen = [](const mgrit::Options& o, int iterations, std::optional<bool> skips) {
+    mgrit::Options setting(o);
+    setting.max_iterations(iterations);
+    if (skips)
+      setting.initial_phase(*skips ? mgrit::InitialPhase::Skip : mgrit::InitialPhase::None);
+    return setting;
+  };
+  auto differs = [](const mgrit::Options& a, const mgrit::Options& b) {
+    return a.max_iterations() != b.max_iterations() ||
+           a.effective_initial_phase() != b.effective_initial_phase();
+  };
+  const mgrit::Options forward =
+      chosen(solver.forward(), c.forward_iterations(), c.forward_skips());
+  const mgrit::Options backward =
+      chosen(solver.backward(), c.backward_iterations(), c.backward_skips());
+  ++tally.batches;
+  if (c.forward_skips() == false) ++tally.forward_unskipped;
+  if (c.backward_skips() == false) ++tally.backward_unskipped;
+  if ((control.forward && differs(forward, solver.forward())) ||
+      (control.backward && differs(backward, solver.backward()))) {
+    if (control.forward) solver.forward(forward);
+    if (control.backward) solver.backward(backward);
     model->set_solver_options(solver);
   }
   // Batch norm's running statistics as before the batch: a recomputation starts from them.

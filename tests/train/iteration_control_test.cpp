@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "weft/train/iteration_control.hpp"
@@ -70,30 +71,36 @@ TEST(IterationControl, ChecksRaiseUntilTheGradientIsGoodEnoughThenLowerOneAtATim
 }
 
 // A lowering that fails its verification is undone (not answered by raising both counts) and
-// that setting is barred for 2 check periods, so the counts do not oscillate.
+// that setting is barred for 2 retry periods (a fifth of a check period each), so the counts do
+// not oscillate; the next check comes a retry period later, to try the other lowering.
 TEST(IterationControl, AFailedLoweringIsUndoneAndBarred) {
-  train::IterationController c(both(), 2, 2);
+  train::IterationControl every20 = both();
+  every20.check_every = 20;  // retry periods of 4 batches
+  EXPECT_EQ(train::retry_every(every20), 4);
+  train::IterationController c(every20, 2, 2);
   c.observe_check(0, 0.001);  // lower the adjoint's: (2, 1), verified at batch 1
   ASSERT_EQ(c.backward_iterations(), 1);
   EXPECT_TRUE(c.check_due(1));
-  c.observe_check(1, 0.1);  // (2, 1) fails: back to (2, 2), barred until batch 21
+  c.observe_check(1, 0.1);  // (2, 1) fails: back to (2, 2), barred until batch 9
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 2);
-  EXPECT_FALSE(c.check_due(10));  // (2, 2) was good: the next check after a period
-  c.observe_check(11, 0.001);     // the forward's turn: (1, 2)
+  EXPECT_FALSE(c.check_due(4));
+  EXPECT_TRUE(c.check_due(5));  // a retry period later
+  c.observe_check(5, 0.001);    // the forward's turn: (1, 2)
   EXPECT_EQ(c.forward_iterations(), 1);
-  c.observe_check(12, 0.1);  // fails too: back to (2, 2), (1, 2) barred until batch 32
+  c.observe_check(6, 0.1);  // fails too: back to (2, 2), (1, 2) barred until batch 14
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 2);
-  c.observe_check(20, 0.001);  // both lowerings barred: kept
+  c.observe_check(8, 0.001);  // both lowerings barred: kept, the next check a period later
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 2);
-  c.observe_check(30, 0.001);  // (2, 1)'s bar has ended
+  EXPECT_FALSE(c.check_due(27));
+  c.observe_check(9, 0.001);  // (2, 1)'s bar has ended
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 1);
 }
 
-// Each further failure of a setting bars it twice as long, up to 64 check periods; a setting
+// Each further failure of a setting bars it twice as long, up to 64 retry periods; a setting
 // that passes its verification starts over at 2 periods.
 TEST(IterationControl, BarsGrowWithEachFailureAndStartOverAfterAPass) {
   train::IterationControl adjoint_only = both();
@@ -104,7 +111,7 @@ TEST(IterationControl, BarsGrowWithEachFailureAndStartOverAfterAPass) {
   for (int failure = 1; failure <= 8; ++failure) {
     ASSERT_EQ(c.backward_iterations(), 1) << failure;
     c.observe_check(++batch, 0.1);  // the verification fails: (2, 2), barred
-    const std::int64_t until = batch + 10 * (std::int64_t{1} << std::min(failure, 6));
+    const std::int64_t until = batch + 2 * (std::int64_t{1} << std::min(failure, 6));
     ASSERT_EQ(c.state().bars.size(), 1u);
     EXPECT_EQ(c.state().bars[0].until, until) << failure;
     EXPECT_EQ(c.backward_iterations(), 2);
@@ -121,7 +128,7 @@ TEST(IterationControl, BarsGrowWithEachFailureAndStartOverAfterAPass) {
   c.observe_check(batch + 11, 0.001);  // lowered
   c.observe_check(batch + 12, 0.1);    // fails: a first failure again, 2 periods
   ASSERT_EQ(c.state().bars.size(), 1u);
-  EXPECT_EQ(c.state().bars[0].until, batch + 12 + 20);
+  EXPECT_EQ(c.state().bars[0].until, batch + 12 + 4);
 }
 
 // A controller restored from another's state (what a checkpoint stores) decides from then on
@@ -130,7 +137,7 @@ TEST(IterationControl, BarsGrowWithEachFailureAndStartOverAfterAPass) {
 TEST(IterationControl, ARestoredStateDecidesAsTheOriginal) {
   train::IterationController original(both(), 2, 2);
   original.observe_check(0, 0.001);  // lowers the adjoint's: (2, 1)
-  original.observe_check(1, 0.1);    // fails: (2, 2), (2, 1) barred until 21
+  original.observe_check(1, 0.1);    // fails: (2, 2), (2, 1) barred until 5
   for (std::int64_t batch = 0; batch < 20; ++batch) original.observe_loss(batch, 1.0);
   original.observe_check(11, 0.001);  // lowers the forward's: (1, 2), pending verification
   train::IterationController resumed(both(), 5, 5);
@@ -139,10 +146,15 @@ TEST(IterationControl, ARestoredStateDecidesAsTheOriginal) {
   EXPECT_EQ(resumed.backward_iterations(), 2);
   EXPECT_TRUE(resumed.check_due(12));
   for (train::IterationController* c : {&original, &resumed}) {
-    c->observe_check(12, 0.1);  // the pending lowering fails: undone, (1, 2) barred
+    c->observe_check(12, 0.1);  // the pending lowering fails: undone, (1, 2) barred until 16
     EXPECT_EQ(c->forward_iterations(), 2);
-    c->observe_check(20, 0.001);  // both lowerings barred: kept
-    EXPECT_EQ(c->backward_iterations(), 2);
+    EXPECT_TRUE(c->check_due(14));
+    c->observe_check(15, 0.001);  // (1, 2) still barred: the adjoint's lowering, (2, 1)
+    EXPECT_EQ(c->forward_iterations(), 2);
+    EXPECT_EQ(c->backward_iterations(), 1);
+    c->observe_check(16, 0.02);  // verified, not 4x better: kept, the next check at 26
+    EXPECT_EQ(c->backward_iterations(), 1);
+    EXPECT_FALSE(c->check_due(24));
     c->observe_loss(23, 2.5);  // above twice the running mean of 1: the check comes forward
     EXPECT_TRUE(c->check_due(24));
   }
@@ -163,6 +175,79 @@ TEST(IterationControl, ARestoredStateDecidesAsTheOriginal) {
   narrow.observe_check(30, 0.9);
   EXPECT_EQ(narrow.forward_iterations(), 3);
   EXPECT_EQ(narrow.backward_iterations(), 4);
+}
+
+// Rule 4: where the solver skips, a raise or a lowering moves half an iteration: k iterations
+// skipping, k not skipping, k + 1 skipping. The bounds are whole iterations: the most is
+// max_iterations not skipping. A direction whose solver does not skip counts whole iterations.
+train::IterationControl half_steps(int min = 1, int max = 4) {
+  train::IterationControl c = both(min, max);
+  c.half_steps = true;
+  return c;
+}
+
+TEST(IterationControl, HalfStepsRunBetweenWholeIterations) {
+  train::IterationController c(half_steps(1, 2), 1, 1, true, true);
+  auto setting = [&](bool forward) {
+    return std::make_pair(forward ? c.forward_iterations() : c.backward_iterations(),
+                          *(forward ? c.forward_skips() : c.backward_skips()));
+  };
+  using Setting = std::pair<int, bool>;
+  EXPECT_EQ(setting(true), Setting(1, true));
+  c.observe_check(0, 0.2);  // too large: both up half an iteration
+  EXPECT_EQ(setting(true), Setting(1, false));
+  EXPECT_EQ(setting(false), Setting(1, false));
+  c.observe_check(1, 0.2);
+  EXPECT_EQ(setting(true), Setting(2, true));
+  c.observe_check(2, 0.2);
+  c.observe_check(3, 0.2);  // at the most: 2 iterations not skipping
+  EXPECT_EQ(setting(true), Setting(2, false));
+  EXPECT_EQ(setting(false), Setting(2, false));
+  EXPECT_FALSE(c.check_due(4));  // at the most in both directions: no check at once
+  c.observe_check(13, 0.001);    // the adjoint's down half an iteration
+  EXPECT_EQ(setting(false), Setting(2, true));
+  c.observe_check(14, 0.001);  // verified: the forward's
+  EXPECT_EQ(setting(true), Setting(2, true));
+  c.observe_check(15, 0.1);  // fails: undone, (2 skipping, 2 skipping) barred
+  EXPECT_EQ(setting(true), Setting(2, false));
+  EXPECT_EQ(setting(false), Setting(2, true));
+  EXPECT_EQ(c.state().bars.at(0).forward, 3);
+
+  train::IterationController whole(half_steps(1, 2), 1, 1, false, true);  // no forward skip
+  EXPECT_FALSE(whole.forward_skips().has_value());
+  whole.observe_check(0, 0.2);
+  EXPECT_EQ(whole.forward_iterations(), 2);
+  EXPECT_EQ(whole.backward_iterations(), 1);
+  EXPECT_FALSE(*whole.backward_skips());
+  // Without the control's switch (the default): whole iterations in both directions.
+  train::IterationController none(both(1, 2), 1, 1, true, true);
+  none.observe_check(0, 0.2);
+  EXPECT_EQ(none.forward_iterations(), 2);
+  EXPECT_EQ(none.backward_iterations(), 2);
+  EXPECT_FALSE(none.backward_skips().has_value());
+}
+
+// A state counted in whole iterations (a checkpoint from before half steps, or of a run
+// without them) restores into half steps as those iterations skipping, and back.
+TEST(IterationControl, RestoreConvertsBetweenWholeAndHalfSteps) {
+  train::IterationController whole(both(), 2, 2);
+  whole.observe_check(0, 0.001);  // (2, 1), verified next
+  whole.observe_check(1, 0.1);    // fails: (2, 2), (2, 1) barred
+  train::IterationController half(half_steps(), 1, 1, true, true);
+  half.restore(whole.state());
+  EXPECT_EQ(half.forward_iterations(), 2);
+  EXPECT_TRUE(*half.forward_skips());
+  ASSERT_EQ(half.state().bars.size(), 1u);
+  EXPECT_EQ(half.state().bars[0].forward, 3);  // 2 iterations skipping
+  EXPECT_EQ(half.state().bars[0].backward, 1);
+  EXPECT_TRUE(half.state().forward_half_steps);
+  half.observe_check(30, 0.2);  // raised half an iteration: 2 not skipping
+  EXPECT_EQ(half.forward_iterations(), 2);
+  EXPECT_FALSE(*half.forward_skips());
+  whole.restore(half.state());
+  EXPECT_EQ(whole.forward_iterations(), 2);
+  EXPECT_FALSE(whole.forward_skips().has_value());
+  EXPECT_FALSE(whole.state().forward_half_steps);
 }
 
 TEST(IterationControl, StallsAndDivergenceFallBackAndRaiseTheirDirection) {

@@ -202,11 +202,17 @@ TEST(AutoIterations, AreChosenByTheTrainingAndReported) {
   const auto epochs = weft::train_test::train(
       2,
       "--steps 8 --channels 2 --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 --fwd-iters "
-      "auto --bwd-iters auto --auto-check 1 --auto-max 3 --epochs 1 --batch 5 --data " +
+      "auto --bwd-iters auto --auto-check 1 --auto-max 3 --epochs 1 --batch 5 --fwd-skip 0 "
+      "--auto-half-steps 1 --data " +
           data,
       dir, "auto");
   ASSERT_EQ(epochs.size(), 1u);
   const json& m = epochs[0];
+  // Half steps in the adjoint, which skips; none in the forward, which does not.
+  EXPECT_FALSE(m.contains("fwd_unskipped_fraction"));
+  ASSERT_TRUE(m["bwd_unskipped_fraction"].is_number());
+  EXPECT_GE(m["bwd_unskipped_fraction"].get<double>(), 0.0);
+  EXPECT_LE(m["bwd_unskipped_fraction"].get<double>(), 1.0);
   EXPECT_EQ(m["gradient_checks"], 4);  // 20 images, batches of 5, each checked
   EXPECT_TRUE(m["gradient_error"].is_number());
   EXPECT_TRUE(m["fallbacks"].is_number_integer());
@@ -230,6 +236,10 @@ TEST(AutoIterations, BadCombinationsGetOneLineAndExitTwo) {
   expect_one_line(weft(0, train + two + "--fwd-iters auto --auto-tol 2", dir), 2,
                   "option --auto-tol");
   expect_one_line(weft(0, train + two + "--fwd-iters sometimes", dir), 2, "option --fwd-iters");
+  expect_one_line(weft(0, train + "--auto-half-steps 1", dir), 2,
+                  "option --auto-half-steps: '1' is invalid; accepted: a value used with");
+  expect_one_line(weft(0, train + two + "--bwd-iters auto --auto-half-steps on", dir), 2,
+                  "option --auto-half-steps: 'on' is invalid");
   expect_one_line(weft(0, "predict --data " + data + " " + two + "--fwd-iters auto", dir), 2,
                   "weft predict prices a fixed count");
 }

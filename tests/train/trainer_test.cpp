@@ -227,24 +227,36 @@ TEST(Trainer, AutomaticIterationsCheckedEveryBatchTrainLikeExactMode) {
 
 // A tolerance the first iterations miss: the checks raise the counts (within their bound) until
 // the gradient is exact to round-off or nearly so, and more iterations cost more evaluations.
+// With half steps (the solver skips, the default) the raises go by half an iteration.
 TEST(Trainer, AutomaticIterationsRaiseTheCountsWithinTheirBound) {
-  train::TrainerOptions o = automatic_options();
-  o.iterations.gradient_tolerance = 1e-6;
-  o.iterations.check_every = 2;
-  const auto r = fit(o);
   train::TrainerOptions fixed = automatic_options();
   fixed.iterations = train::IterationControl{};
   const auto one = fit(fixed);  // one iteration each way throughout
-  ASSERT_EQ(r->epochs.size(), 2u);
-  for (const train::EpochMetrics& m : r->epochs) {
-    EXPECT_LE(*m.fwd_iterations_max, 4.0);
-    EXPECT_LE(*m.bwd_iterations_max, 4.0);
-    EXPECT_GE(m.gradient_checks.value_or(0), 2);
-  }
-  EXPECT_GE(*r->epochs[0].fwd_iterations_max, 3.0);  // 1 -> 2 -> 3 at least
-  EXPECT_LT(*r->epochs[1].gradient_error, 0.05);
-  EXPECT_GT(*r->epochs[1].step_evaluations, *one->epochs[1].step_evaluations);
   EXPECT_EQ(*one->epochs[1].fwd_iterations_max, 1.0);
+  for (const bool half_steps : {true, false}) {
+    SCOPED_TRACE(half_steps ? "half steps" : "whole iterations");
+    train::TrainerOptions o = automatic_options();
+    o.iterations.gradient_tolerance = 1e-6;
+    o.iterations.check_every = 2;
+    o.iterations.half_steps = half_steps;
+    const auto r = fit(o);
+    ASSERT_EQ(r->epochs.size(), 2u);
+    for (const train::EpochMetrics& m : r->epochs) {
+      EXPECT_LE(*m.fwd_iterations_max, 4.0);
+      EXPECT_LE(*m.bwd_iterations_max, 4.0);
+      EXPECT_GE(m.gradient_checks.value_or(0), 2);
+      EXPECT_EQ(m.fwd_unskipped.has_value(), half_steps);
+      EXPECT_EQ(m.bwd_unskipped.has_value(), half_steps);
+    }
+    // The counts rise by one at each check: 1 -> 2 -> 3 iterations at least, or by half steps
+    // 1 -> 1 not skipping -> 2.
+    EXPECT_GE(*r->epochs[0].fwd_iterations_max, half_steps ? 2.0 : 3.0);
+    if (half_steps) {
+      EXPECT_GT(*r->epochs[0].fwd_unskipped, 0.0);
+    }
+    EXPECT_LT(*r->epochs[1].gradient_error, 0.05);
+    EXPECT_GT(*r->epochs[1].step_evaluations, *one->epochs[1].step_evaluations);
+  }
 }
 
 TEST(Trainer, AutomaticIterationsRefuseExactModeAndTheSequentialReference) {

@@ -10,12 +10,14 @@
 //     after a loss jump, 3.), the Trainer measures the relative error e = ‖g − g*‖ / ‖g*‖ of
 //     the MGRIT gradient g against the exact-mode gradient g* of the same batch (a second
 //     forward and backward in exact mode; its cost is reported) and steps with g*.
-//     - e > tolerance right after a count was lowered: the lowering is undone, and the lowered
-//       setting is barred for 2 check periods (2 × check_every batches), twice as long at each
-//       further failure of that setting (at most 64 periods): a setting that fails early in
+//     - e > tolerance right after a count was lowered: the lowering is undone, the lowered
+//       setting is barred for 2 retry periods (retry_every(): a fifth of check_every, at least
+//       1 batch), twice as long at each further failure of that setting (at most 64 retry
+//       periods), and the next check comes one retry period later. The setting returned to
+//       costs more than needed when another lowering passes; a setting that fails early in
 //       training, when gradients are least like later ones, is tried again soon, and one that
-//       keeps failing is tried ever more rarely. A setting that passes its verification starts
-//       over at 2 periods.
+//       keeps failing ever more rarely. A setting that passes its verification starts over
+//       at 2 retry periods.
 //     - e > tolerance otherwise: every automatic count goes up by one (up to max_iterations),
 //       and the next batch is checked again, until e ≤ tolerance or every count is at its
 //       maximum.
@@ -31,6 +33,12 @@
 //     and counts a fallback. A stall or divergence of a direction raises its count by one.
 //  3. Loss jumps. A batch loss above 2x the running mean of the losses (after 10 batches)
 //     brings the next check forward to the next batch.
+//  4. Half steps. Where a solve skips the relaxation of its first down-cycle (MGRIT's skip,
+//     the default), "one count" in 1. and 2. is half an iteration: the settings of a direction
+//     run 1 iteration skipping, 1 not skipping, 2 skipping, 2 not skipping, ... Each costs
+//     more than the one before and is normally more exact (not skipping adds that first
+//     relaxation; the next iteration adds a whole cycle), so the controller can stop between
+//     k and k + 1 iterations.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,12 +57,20 @@ struct IterationControl {
   /// exact mode (docs/benchmarks.md, "Iterations chosen by the training").
   double gradient_tolerance = 0.3;
   int check_every = 50;  ///< batches between exact-gradient checks (K)
+  /// Rule 4 (half steps) in the directions whose solver skips. On stages one forward
+  /// iteration without skip gives the gradient of two with it, in 36 step evaluations a batch
+  /// instead of 40; on gru the finer steps let the controller settle at errors just below the
+  /// tolerance, which costs accuracy there, so they are off by default (docs/benchmarks.md,
+  /// "Iterations chosen by the training").
+  bool half_steps = false;
 
   bool active() const { return forward || backward; }
 };
 
 /// weft::InvalidOption("Trainer", "iteration_control", ...) for values outside what is accepted.
 void validate(const IterationControl& control);
+/// Batches from an undone lowering to the next check, and the unit of the bars (rule 1).
+std::int64_t retry_every(const IterationControl& control);
 
 enum class SolveVerdict { Converging, Stalled, Diverged };
 /// One solve's residual history (entries may be missing where none was measured).
@@ -67,8 +83,12 @@ class IterationController {
   /// takes the decisions the uninterrupted one would. Batches are counted over the whole run
   /// (the global batch index, which continues across a resume).
   struct State {
-    int forward = 1, backward = 1;  ///< the counts in force
-    std::int64_t next_check = 0;    ///< the first batch of the next exact-gradient check
+    /// The counts in force, and those in before_lowering and bars: iterations, or in a
+    /// direction with half steps (rule 4) settings numbered 1, 2, 3, ... = 1 iteration
+    /// skipping, 1 not skipping, 2 skipping, ...
+    int forward = 1, backward = 1;
+    bool forward_half_steps = false, backward_half_steps = false;
+    std::int64_t next_check = 0;  ///< the first batch of the next exact-gradient check
     bool lower_backward_next = true;
     /// The counts before the last lowering, while the next check verifies it.
     std::optional<std::pair<int, int>> before_lowering;
@@ -85,11 +105,18 @@ class IterationController {
     std::int64_t losses = 0;
   };
 
-  /// Starts from `forward` and `backward` iterations (the solver options' counts).
-  IterationController(IterationControl control, int forward, int backward);
+  /// Starts from `forward` and `backward` iterations (the solver options' counts);
+  /// `forward_skips`, `backward_skips`: whether those solvers skip the first down-cycle's
+  /// relaxation, which gives a direction half steps (rule 4) when the control allows them.
+  IterationController(IterationControl control, int forward, int backward,
+                      bool forward_skips = false, bool backward_skips = false);
 
-  int forward_iterations() const { return s_.forward; }
-  int backward_iterations() const { return s_.backward; }
+  int forward_iterations() const { return iterations(s_.forward, s_.forward_half_steps); }
+  int backward_iterations() const { return iterations(s_.backward, s_.backward_half_steps); }
+  /// Whether the forward (adjoint) solve must skip its first relaxation, in a direction with
+  /// half steps; none where the solver's own setting stands.
+  std::optional<bool> forward_skips() const { return skips(s_.forward, s_.forward_half_steps); }
+  std::optional<bool> backward_skips() const { return skips(s_.backward, s_.backward_half_steps); }
   /// Whether batch `batch` is an exact-gradient check.
   bool check_due(std::int64_t batch) const;
 
@@ -102,10 +129,22 @@ class IterationController {
 
   const State& state() const { return s_; }
   /// Continues from `state` (a checkpoint's); the counts of the directions this control
-  /// chooses are clamped to its bounds, the others keep the solver options' counts.
+  /// chooses are converted to this controller's steps (a whole count k becomes k iterations
+  /// skipping; a half-step setting its iterations) and clamped to its bounds, the others keep
+  /// the solver options' counts.
   void restore(const State& state);
 
  private:
+  static int iterations(int count, bool half) { return half ? (count + 1) / 2 : count; }
+  static std::optional<bool> skips(int count, bool half) {
+    return half ? std::optional<bool>(count % 2 == 1) : std::nullopt;
+  }
+  int lowest(bool half) const {
+    return half ? 2 * control_.min_iterations - 1 : control_.min_iterations;
+  }
+  int highest(bool half) const {
+    return half ? 2 * control_.max_iterations : control_.max_iterations;
+  }
   void raise(bool forward, bool backward);
   bool barred(int forward, int backward, std::int64_t batch) const;
   IterationControl control_;

@@ -39,6 +39,9 @@ struct EpochMetrics {
   /// no check ran), and the time of the exact recomputations [ms, the epoch's total].
   std::optional<std::int64_t> fallbacks, gradient_checks;
   std::optional<double> gradient_error, control_ms;
+  /// With half steps (iteration_control.hpp, rule 4): the fraction of the epoch's batches
+  /// whose forward (adjoint) solve ran without skip; none in a direction without half steps.
+  std::optional<double> fwd_unskipped, bwd_unskipped;
   bool iteration_control = false;
   /// MG/Opt (mgopt.hpp): its levels, the coarse corrections of the epoch, the mean step
   /// length α of the accepted ones (none when none was) and how many the line search rejected.
