@@ -222,6 +222,15 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
   c.iterations.max_iterations = static_cast<int>(
       parse_integer("--auto-max", f.get("--auto-max", "8"), 1, "an integer in [1, 100]", 100));
   c.iterations.half_steps = parse_switch("--auto-half-steps", f.get("--auto-half-steps", "0"));
+  // Half steps lie between k iterations with and without skip: without a skipping automatic
+  // solve the flag would do nothing.
+  auto skips = [](const mgrit::Options& o) {
+    return o.effective_initial_phase() == mgrit::InitialPhase::Skip;
+  };
+  if (c.iterations.half_steps && !(c.iterations.forward && skips(c.parallel.forward())) &&
+      !(c.iterations.backward && skips(c.parallel.backward())))
+    invalid_value("--auto-half-steps", "1", "0 when no automatic solve skips",
+                  "half steps lie between k iterations with and without --fwd-skip/--bwd-skip");
   for (const bool forward : {true, false}) {
     const int start = (forward ? c.parallel.forward() : c.parallel.backward()).max_iterations();
     if ((forward ? c.iterations.forward : c.iterations.backward) &&

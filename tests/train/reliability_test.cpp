@@ -240,6 +240,10 @@ TEST(AutoIterations, BadCombinationsGetOneLineAndExitTwo) {
                   "option --auto-half-steps: '1' is invalid; accepted: a value used with");
   expect_one_line(weft(0, train + two + "--bwd-iters auto --auto-half-steps on", dir), 2,
                   "option --auto-half-steps: 'on' is invalid");
+  expect_one_line(
+      weft(0, train + two + "--bwd-iters auto --bwd-skip 0 --auto-half-steps 1", dir), 2,
+      "option --auto-half-steps: '1' is invalid (half steps lie between k iterations with and "
+      "without --fwd-skip/--bwd-skip); accepted: 0 when no automatic solve skips");
   expect_one_line(weft(0, "predict --data " + data + " " + two + "--fwd-iters auto", dir), 2,
                   "weft predict prices a fixed count");
 }
