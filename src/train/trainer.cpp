@@ -523,8 +523,9 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     m.fallbacks = tally.fallbacks;
     m.gradient_checks = static_cast<std::int64_t>(tally.errors.size());
     m.gradient_error = mean(tally.errors);
-    auto fraction = [&](std::int64_t n, std::optional<bool> half_steps) {
-      return half_steps && tally.batches > 0
+    // A direction has a share where it has half steps: where the controller chooses its skip.
+    auto fraction = [&](std::int64_t n, std::optional<bool> skips) {
+      return skips.has_value() && tally.batches > 0
                  ? std::optional<double>(static_cast<double>(n) /
                                          static_cast<double>(tally.batches))
                  : std::nullopt;

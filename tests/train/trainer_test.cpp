@@ -272,22 +272,29 @@ TEST(Trainer, AutomaticIterationsRefuseExactModeAndTheSequentialReference) {
 }
 
 // The controller's state travels in the checkpoint: resumed after epoch 1, the run takes the
-// uninterrupted run's decisions (counts, checks, lowerings) and so its losses. A checkpoint of
-// another optimizer is refused by name.
+// uninterrupted run's decisions (counts, checks, lowerings, with half steps their skips) and so
+// its losses. A checkpoint of another optimizer is refused by name.
 TEST(Trainer, AutomaticIterationsResumeLikeTheUninterruptedRun) {
   train::TrainerOptions o = automatic_options();
   o.iterations.check_every = 3;
   o.iterations.gradient_tolerance = 0.2;
-  auto r = resume_after_first_epoch(o, "resume-auto");
-  for (size_t e = 0; e < 2; ++e) {
-    const train::EpochMetrics& m = r.resumed->epochs[e];
-    const train::EpochMetrics& want = r.straight->epochs[e + 1];
-    EXPECT_EQ(m.gradient_checks.value_or(-1), want.gradient_checks.value_or(-2));
-    EXPECT_EQ(m.fwd_iterations.value_or(-1), want.fwd_iterations.value_or(-2));
-    EXPECT_EQ(m.bwd_iterations.value_or(-1), want.bwd_iterations.value_or(-2));
+  for (const bool half_steps : {false, true}) {
+    SCOPED_TRACE(half_steps ? "half steps" : "whole iterations");
+    o.iterations.half_steps = half_steps;
+    auto r = resume_after_first_epoch(o, half_steps ? "resume-auto-half" : "resume-auto");
+    for (size_t e = 0; e < 2; ++e) {
+      const train::EpochMetrics& m = r.resumed->epochs[e];
+      const train::EpochMetrics& want = r.straight->epochs[e + 1];
+      EXPECT_EQ(m.gradient_checks.value_or(-1), want.gradient_checks.value_or(-2));
+      EXPECT_EQ(m.fwd_iterations.value_or(-1), want.fwd_iterations.value_or(-2));
+      EXPECT_EQ(m.bwd_iterations.value_or(-1), want.bwd_iterations.value_or(-2));
+      EXPECT_EQ(m.fwd_unskipped.has_value(), half_steps);
+      EXPECT_EQ(m.fwd_unskipped.value_or(-1), want.fwd_unskipped.value_or(-1));
+      EXPECT_EQ(m.bwd_unskipped.value_or(-1), want.bwd_unskipped.value_or(-1));
+    }
+    r.resume.optimizer = "sgd";
+    expect_invalid_field(r.resume, "optimizer");
   }
-  r.resume.optimizer = "sgd";
-  expect_invalid_field(r.resume, "optimizer");
 }
 
 TEST(Trainer, ObserversSeeEveryEventInOrder) {
