@@ -298,7 +298,7 @@ void bind_training(py::module_& m) {
       m, "IterationControl",
       "MGRIT iterations chosen by the training (weft::train::IterationControl): forward and "
       "backward (which counts are automatic), min_iterations, max_iterations, "
-      "gradient_tolerance, check_every, half_steps")
+      "gradient_tolerance, check_every, half_steps, diagnostics")
       .def(py::init<>())
       .def_readwrite("forward", &train::IterationControl::forward)
       .def_readwrite("backward", &train::IterationControl::backward)
@@ -306,7 +306,8 @@ void bind_training(py::module_& m) {
       .def_readwrite("max_iterations", &train::IterationControl::max_iterations)
       .def_readwrite("gradient_tolerance", &train::IterationControl::gradient_tolerance)
       .def_readwrite("check_every", &train::IterationControl::check_every)
-      .def_readwrite("half_steps", &train::IterationControl::half_steps);
+      .def_readwrite("half_steps", &train::IterationControl::half_steps)
+      .def_readwrite("diagnostics", &train::IterationControl::diagnostics);
   py::class_<train::MGOpt>(
       m, "MGOpt",
       "MG/Opt over depth (weft::train::MGOpt): levels (0 off, 1 plain training), factor, pre, "

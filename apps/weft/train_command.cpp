@@ -205,7 +205,8 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
                         "-levels 1)",
                     "one level solves exactly: there are no iterations to choose");
   }
-  const char* settings[] = {"--auto-tol", "--auto-check", "--auto-max", "--auto-half-steps"};
+  const char* settings[] = {"--auto-tol", "--auto-check",      "--auto-max",
+                            "--auto-min", "--auto-half-steps", "--auto-diagnostics"};
   if (!c.iterations.active()) {
     for (const char* flag : settings)
       if (!f.get(flag, "").empty())
@@ -221,7 +222,13 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
       "--auto-check", f.get("--auto-check", "50"), 1, "an integer in [1, 1000000]", 1000000));
   c.iterations.max_iterations = static_cast<int>(
       parse_integer("--auto-max", f.get("--auto-max", "8"), 1, "an integer in [1, 100]", 100));
+  c.iterations.min_iterations = static_cast<int>(
+      parse_integer("--auto-min", f.get("--auto-min", "1"), 1, "an integer in [1, 100]", 100));
+  if (c.iterations.min_iterations > c.iterations.max_iterations)
+    invalid_value("--auto-min", std::to_string(c.iterations.min_iterations),
+                  "an integer <= --auto-max " + std::to_string(c.iterations.max_iterations));
   c.iterations.half_steps = parse_switch("--auto-half-steps", f.get("--auto-half-steps", "0"));
+  c.iterations.diagnostics = parse_switch("--auto-diagnostics", f.get("--auto-diagnostics", "0"));
   // Half steps lie between k iterations with and without skip: without a skipping automatic
   // solve the flag would do nothing.
   auto skips = [](const mgrit::Options& o) {
@@ -662,6 +669,12 @@ Subcommand add_train_command(CLI::App& weft) {
          "with auto iterations: batches between exact-gradient checks (default 50)");
   f->add(*cmd, "--auto-max", "N",
          "with auto iterations: the most iterations per solve (default 8)");
+  f->add(*cmd, "--auto-min", "N",
+         "with auto iterations: the fewest iterations per solve (default 1; equal to --auto-max "
+         "it holds the count and only measures)");
+  f->add(*cmd, "--auto-diagnostics", "0|1",
+         "with auto iterations: at each check also measure the exact gradient's sampling noise "
+         "and the persistence of the gradient error (2 more exact passes a check; default 0)");
   f->add(*cmd, "--auto-half-steps", "0|1",
          "with auto iterations: between k and k+1 iterations of a solve that skips (--fwd-skip, "
          "--bwd-skip), also try k iterations without skip (default 0)");

@@ -110,12 +110,13 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
   if (c.iterations.active())
     std::printf(
         "  iterations: %s chosen by the training, %d to %d, exact-gradient checks every "
-        "%d batches, gradient error accepted %g%s\n",
+        "%d batches, gradient error accepted %g%s%s\n",
         c.iterations.forward && c.iterations.backward ? "forward and adjoint"
         : c.iterations.forward                        ? "forward"
                                                       : "adjoint",
         c.iterations.min_iterations, c.iterations.max_iterations, c.iterations.check_every,
-        c.iterations.gradient_tolerance, c.iterations.half_steps ? ", half steps" : "");
+        c.iterations.gradient_tolerance, c.iterations.half_steps ? ", half steps" : "",
+        c.iterations.diagnostics ? ", sampling noise and error persistence measured" : "");
   if (!c.serial) {
     std::string text =
         nn::to_string(c.parallel, train::model_kind(c.model).staged() && c.model.batchnorm);
@@ -151,6 +152,13 @@ void ConsoleReport::epoch_done(const train::EpochDone& e) {
         static_cast<long long>(m.gradient_checks.value_or(0)),
         m.gradient_error ? fmt::format(", gradient error {:.3g}", *m.gradient_error).c_str() : "",
         static_cast<long long>(m.fallbacks.value_or(0)), m.control_ms.value_or(0));
+  if (m.gradient_diagnostics) {
+    auto value = [](const std::optional<double>& v) {
+      return v ? fmt::format("{:.3g}", *v) : std::string("none");
+    };
+    std::printf("  checks: sampling noise %s, error persistence %s\n",
+                value(m.gradient_noise).c_str(), value(m.gradient_error_persistence).c_str());
+  }
   if (m.mgopt_levels)
     std::printf("  MG/Opt: %lld coarse corrections, %lld rejected by the line search%s\n",
                 static_cast<long long>(m.mgopt_corrections.value_or(0)),

@@ -235,14 +235,20 @@ def test_iterations_chosen_by_the_training_are_checked_and_reported(comm):
     assert epoch["fallbacks"] >= 0 and epoch["step_evaluations"] > 0
     assert same_everywhere(comm, epoch["gradient_error"])
     assert "fwd_unskipped_fraction" not in epoch  # whole iterations (the default)
-    # The solves skip (the default): half steps, whose share of batches is reported.
+    assert "gradient_noise" not in epoch  # no diagnostics (the default)
+    # The solves skip (the default): half steps, whose share of batches is reported; with the
+    # checks' diagnostics, the sampling noise and the error's persistence.
     half = Log()
     weft.Trainer(comm, bands(64, 1), bands(32, 2), model=dict(kind="resnet", channels=2, steps=8),
                  batch=16, epochs=1, lr=1e-2, threads=1, observers=[half],
                  parallel=weft.Options.multilevel(2, 2, 1, 1),
                  iterations=dict(forward=True, backward=True, check_every=2, max_iterations=3,
-                                 half_steps=True)).fit()
+                                 half_steps=True, diagnostics=True)).fit()
     assert 0 <= half.epochs[0]["fwd_unskipped_fraction"] <= 1
     assert 0 <= half.epochs[0]["bwd_unskipped_fraction"] <= 1
+    assert half.epochs[0]["gradient_noise"] > 0
+    assert same_everywhere(comm, half.epochs[0]["gradient_noise"])
+    persistence = half.epochs[0]["gradient_error_persistence"]  # None: no two checks alike
+    assert persistence is None or -1 <= persistence <= 1
     with pytest.raises(weft.InvalidOption, match="iteration_control"):
         weft.Trainer(comm, bands(8, 1), bands(8, 2), iterations=dict(forward=True))  # exact mode

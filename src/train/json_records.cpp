@@ -143,6 +143,10 @@ json metrics_json(const EpochMetrics& m) {
     record["control_ms"] = optional_number(m.control_ms);
     if (m.fwd_unskipped) record["fwd_unskipped_fraction"] = *m.fwd_unskipped;
     if (m.bwd_unskipped) record["bwd_unskipped_fraction"] = *m.bwd_unskipped;
+    if (m.gradient_diagnostics) {
+      record["gradient_noise"] = optional_number(m.gradient_noise);
+      record["gradient_error_persistence"] = optional_number(m.gradient_error_persistence);
+    }
   }
   if (m.mgopt_levels) {
     record["mgopt_levels"] = *m.mgopt_levels;

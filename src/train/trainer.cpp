@@ -10,6 +10,7 @@
 #include <array>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -98,7 +99,13 @@ struct Trainer::State {
     std::int64_t exact_steps = 0;  ///< step evaluations of the exact recomputations, this rank
     /// Batches, and those whose forward (adjoint) solve ran without skip by a half step.
     std::int64_t batches = 0, forward_unskipped = 0, backward_unskipped = 0;
+    /// IterationControl::diagnostics: the checks' sampling noises and error persistences.
+    std::vector<double> noises, persistences;
   } tally;
+  /// The last check's gradient error g − g* (this rank's parameters) and the setting it ran
+  /// (forward iterations and skip, adjoint iterations and skip), for the persistence.
+  std::vector<torch::Tensor> last_error;
+  std::optional<std::array<int, 4>> last_error_setting;  ///< none before the first check
   /// The MGRIT solves of the last batch (a recomputation in exact mode replaces the module's).
   nn::SolveReport mgrit_forward, mgrit_backward;
   bool active = true;
@@ -130,6 +137,13 @@ struct Trainer::State {
   /// and after stalls or divergence, the exact-mode gradient of the same batch (collective).
   BatchOutcome controlled_batch(const Batch& batch, double weight, std::int64_t global_batch,
                                 PhaseTimes& t);
+  /// IterationControl::diagnostics at a check, the exact gradient in the parameters' grads
+  /// (kept), `error` = g − g*, `before` the buffers before the batch: tallies the sampling
+  /// noise and the error's persistence (collective).
+  void diagnose_check(const Batch& batch, double weight, std::int64_t global_batch,
+                      const nn::LayerParallelOptions& solver,
+                      const std::vector<torch::Tensor>& before, std::vector<torch::Tensor> error,
+                      const std::array<int, 4>& setting, double exact_norm_squared);
   void setup(TrainerOptions options, const nn::Network* network,
              std::shared_ptr<const DataSource> train, std::shared_ptr<const DataSource> test,
              MPI_Comm world);
@@ -532,6 +546,11 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     };
     m.fwd_unskipped = fraction(tally.forward_unskipped, controller->forward_skips());
     m.bwd_unskipped = fraction(tally.backward_unskipped, controller->backward_skips());
+    if (o.iterations.diagnostics) {
+      m.gradient_diagnostics = true;
+      m.gradient_noise = mean(tally.noises);
+      m.gradient_error_persistence = mean(tally.persistences);
+    }
     double ms = 1e3 * tally.seconds;
     mpi::check(MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, agree),
                "MPI_Allreduce (control time)");
@@ -679,16 +698,24 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
     model->set_solver_options(solver);
     if (check) {
       double sums[2] = {0, 0};  // ‖g − g*‖², ‖g*‖² over this rank's parameters
+      std::vector<torch::Tensor> errors(params.size());
       for (std::size_t i = 0; i < params.size(); ++i) {
         const torch::Tensor exact = params[i].grad();
         if (!exact.defined()) continue;
-        const torch::Tensor diff = approximate[i].defined() ? approximate[i] - exact : exact;
-        sums[0] += diff.pow(2).sum().item<double>();
+        errors[i] = approximate[i].defined() ? approximate[i] - exact : -exact;
+        sums[0] += errors[i].pow(2).sum().item<double>();
         sums[1] += exact.pow(2).sum().item<double>();
       }
       mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm),
                  "MPI_Allreduce (gradient error)");
       const double error = sums[1] > 0 ? std::sqrt(sums[0] / sums[1]) : (sums[0] > 0 ? 1.0 : 0.0);
+      if (control.diagnostics) {
+        const std::array<int, 4> setting = {
+            forward.max_iterations(), static_cast<int>(forward.effective_initial_phase()),
+            backward.max_iterations(), static_cast<int>(backward.effective_initial_phase())};
+        diagnose_check(batch, weight, global_batch, solver, buffers, std::move(errors), setting,
+                       sums[1]);
+      }
       c.observe_check(global_batch, error);
       tally.errors.push_back(error);
     }
@@ -697,6 +724,95 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
   }
   model->step(*optimizer, t);
   return out;
+}
+
+void Trainer::State::diagnose_check(const Batch& batch, double weight, std::int64_t global_batch,
+                                    const nn::LayerParallelOptions& solver,
+                                    const std::vector<torch::Tensor>& before,
+                                    std::vector<torch::Tensor> error,
+                                    const std::array<int, 4>& setting, double exact_norm_squared) {
+  const auto params = model->module().parameters();
+  // Persistence: the cosine with the previous check's error, where it ran the same setting on
+  // the same parameters (a refined depth has others).
+  bool comparable = last_error_setting == setting && last_error.size() == error.size();
+  for (std::size_t i = 0; comparable && i < error.size(); ++i)
+    comparable = error[i].defined() == last_error[i].defined() &&
+                 (!error[i].defined() || error[i].sizes() == last_error[i].sizes());
+  int agreed = comparable ? 1 : 0;  // a rank without parameters compares nothing
+  mpi::check(MPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MIN, agree),
+             "MPI_Allreduce (error persistence)");
+  if (agreed) {
+    double dots[3] = {0, 0, 0};  // e·e', ‖e‖², ‖e'‖²
+    for (std::size_t i = 0; i < error.size(); ++i) {
+      if (!error[i].defined()) continue;
+      dots[0] += (error[i] * last_error[i]).sum().item<double>();
+      dots[1] += error[i].pow(2).sum().item<double>();
+      dots[2] += last_error[i].pow(2).sum().item<double>();
+    }
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, dots, 3, MPI_DOUBLE, MPI_SUM, comm),
+               "MPI_Allreduce (error persistence)");
+    if (dots[1] > 0 && dots[2] > 0)
+      tally.persistences.push_back(dots[0] / std::sqrt(dots[1] * dots[2]));
+  }
+  last_error = std::move(error);
+  last_error_setting = setting;
+  // Sampling noise: exact gradients of the two halves of the batch, from the state before it
+  // (buffers, dropout masks), then the full batch's exact gradient and buffers put back. Every
+  // rank of every replica agrees whether the halves hold an example each.
+  auto examples = [](const torch::Tensor& t) { return t.defined() ? t.size(0) : std::int64_t{-1}; };
+  const std::int64_t own = std::max(examples(batch.inputs), examples(batch.labels));
+  std::int64_t fewest = own < 0 ? std::numeric_limits<std::int64_t>::max() : own;
+  mpi::check(MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT64_T, MPI_MIN, agree),
+             "MPI_Allreduce (sampling noise)");
+  if (fewest < 2) return;
+  std::vector<torch::Tensor> exact, after;
+  for (const auto& p : params)
+    exact.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  for (const auto& b : model->module().buffers()) after.push_back(b.clone());
+  auto set_buffers = [&](const std::vector<torch::Tensor>& values) {
+    torch::NoGradGuard no_grad;
+    const auto now_buffers = model->module().buffers();
+    for (std::size_t i = 0; i < values.size(); ++i) now_buffers[i].copy_(values[i]);
+  };
+  auto half = [&](const torch::Tensor& t, int h) {
+    return t.defined() ? t.narrow(0, h * (t.size(0) / 2), t.size(0) / 2) : t;
+  };
+  std::vector<torch::Tensor> first;
+  double noise_squared[1] = {0};
+  model->set_solver_options(exact_version(solver));
+  try {
+    for (int h = 0; h < 2; ++h) {
+      set_buffers(before);
+      model->set_batch_index(global_batch);
+      optimizer->zero_grad();
+      PhaseTimes times;
+      model->gradients(half(batch.inputs, h), half(batch.labels, h), times, weight);
+      tally.exact_steps += model->solve_report(true)->statistics.total_steps() +
+                           model->solve_report(false)->statistics.total_steps();
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const torch::Tensor g = params[i].grad();
+        if (h == 0) {
+          first.push_back(g.defined() ? g.clone() : torch::Tensor());
+        } else if (g.defined() && first[i].defined()) {
+          noise_squared[0] += (g - first[i]).pow(2).sum().item<double>() / 4;
+        }
+      }
+    }
+  } catch (...) {
+    model->set_solver_options(solver);
+    throw;
+  }
+  model->set_solver_options(solver);
+  set_buffers(after);
+  {
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (exact[i].defined()) params[i].mutable_grad().copy_(exact[i]);
+  }
+  mpi::check(MPI_Allreduce(MPI_IN_PLACE, noise_squared, 1, MPI_DOUBLE, MPI_SUM, comm),
+             "MPI_Allreduce (sampling noise)");
+  if (exact_norm_squared > 0)
+    tally.noises.push_back(std::sqrt(noise_squared[0] / exact_norm_squared));
 }
 
 void Trainer::State::refine(int epoch) {
@@ -754,6 +870,7 @@ void Trainer::State::refine(int epoch) {
   }
   model = std::move(finer);
   optimizer = std::move(finer_optimizer);
+  last_error_setting.reset();  // other parameters: no error to compare with
   ++level;
   DepthRefined refined;
   refined.rank = rank;

@@ -250,6 +250,25 @@ TEST(IterationControl, RestoreConvertsBetweenWholeAndHalfSteps) {
   EXPECT_FALSE(whole.state().forward_half_steps);
 }
 
+// min = max holds the count (the start is clamped into the bounds): the checks only measure,
+// whatever the error, and come every check_every batches.
+TEST(IterationControl, EqualBoundsHoldTheCount) {
+  train::IterationControl control = both(3, 3);
+  control.check_every = 10;
+  train::IterationController c(control, 1, 5);
+  EXPECT_EQ(c.forward_iterations(), 3);
+  EXPECT_EQ(c.backward_iterations(), 3);
+  std::int64_t batch = 0;
+  for (const double error : {0.0, 0.9, 0.01, 5.0}) {
+    ASSERT_TRUE(c.check_due(batch));
+    c.observe_check(batch, error);
+    EXPECT_EQ(c.forward_iterations(), 3);
+    EXPECT_EQ(c.backward_iterations(), 3);
+    EXPECT_FALSE(c.check_due(batch + 9));
+    batch += 10;
+  }
+}
+
 TEST(IterationControl, StallsAndDivergenceFallBackAndRaiseTheirDirection) {
   train::IterationController c(both(), 2, 2);
   EXPECT_FALSE(c.observe_solves(0, train::judge({1.0, 0.1}), train::judge({1.0, 0.2})));

@@ -222,6 +222,31 @@ TEST(AutoIterations, AreChosenByTheTrainingAndReported) {
   EXPECT_GT(m["control_ms"].get<double>(), 0.0);
 }
 
+// --auto-min = --auto-max holds the count; --auto-diagnostics 1 reports the checks' sampling
+// noise (the tiny data's images are equal, its labels not: the halves differ) and the error's
+// persistence (every batch checked at the same setting: a cosine).
+TEST(AutoIterations, HeldCountsReportTheCheckDiagnostics) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  const auto epochs = weft::train_test::train(
+      2,
+      "--steps 8 --channels 2 --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 --fwd-iters "
+      "auto --bwd-iters auto --auto-check 1 --auto-min 2 --auto-max 2 --auto-diagnostics 1 "
+      "--epochs 1 --batch 5 --data " +
+          data,
+      dir, "diagnostics");
+  ASSERT_EQ(epochs.size(), 1u);
+  const json& m = epochs[0];
+  EXPECT_EQ(m["fwd_iterations_mean"].get<double>(), 2.0);
+  EXPECT_EQ(m["bwd_iterations_max"].get<double>(), 2.0);
+  EXPECT_EQ(m["gradient_checks"], 4);
+  ASSERT_TRUE(m["gradient_noise"].is_number());
+  EXPECT_GT(m["gradient_noise"].get<double>(), 0.0);
+  ASSERT_TRUE(m["gradient_error_persistence"].is_number());
+  EXPECT_GE(m["gradient_error_persistence"].get<double>(), -1.0);
+  EXPECT_LE(m["gradient_error_persistence"].get<double>(), 1.0);
+}
+
 TEST(AutoIterations, BadCombinationsGetOneLineAndExitTwo) {
   const fs::path dir = work_dir();
   const std::string data = tiny_dataset(dir / "data", 28, 28).string();
@@ -244,6 +269,12 @@ TEST(AutoIterations, BadCombinationsGetOneLineAndExitTwo) {
       weft(0, train + two + "--bwd-iters auto --bwd-skip 0 --auto-half-steps 1", dir), 2,
       "option --auto-half-steps: '1' is invalid (half steps lie between k iterations with and "
       "without --fwd-skip/--bwd-skip); accepted: 0 when no automatic solve skips");
+  expect_one_line(weft(0, train + two + "--fwd-iters auto --auto-min 4 --auto-max 3", dir), 2,
+                  "option --auto-min: '4' is invalid; accepted: an integer <= --auto-max 3");
+  expect_one_line(weft(0, train + "--auto-diagnostics 1", dir), 2,
+                  "option --auto-diagnostics: '1' is invalid; accepted: a value used with");
+  expect_one_line(weft(0, train + two + "--fwd-iters auto --auto-diagnostics yes", dir), 2,
+                  "option --auto-diagnostics: 'yes' is invalid");
   expect_one_line(weft(0, "predict --data " + data + " " + two + "--fwd-iters auto", dir), 2,
                   "weft predict prices a fixed count");
 }

@@ -271,6 +271,65 @@ TEST(Trainer, AutomaticIterationsRefuseExactModeAndTheSequentialReference) {
   expect_invalid_field(o, "iteration_control");
 }
 
+// Diagnostics at the checks (IterationControl::diagnostics), with the count held (min = max):
+// - on a batch of identical examples the two halves' exact gradients are equal, so the
+//   sampling noise is 0; with identical batches and a learning rate too small to move the
+//   parameters, consecutive checks see the same error: persistence 1;
+// - on the usual data (stages with batch norm and dropout) the noise is positive, the
+//   persistence a cosine, and the training is the run's without diagnostics: the extra exact
+//   passes put back the gradient and batch norm's statistics.
+TEST(Trainer, CheckDiagnosticsMeasureSamplingNoiseAndErrorPersistence) {
+  train::TrainerOptions held = automatic_options();
+  held.iterations.min_iterations = held.iterations.max_iterations = 1;
+  held.iterations.check_every = 1;
+  held.iterations.diagnostics = true;
+  {
+    torch::manual_seed(3);
+    const torch::Tensor image = torch::rand({1, 1, 8, 8});
+    auto same = std::make_shared<train::TensorSource>(image.expand({64, 1, 8, 8}).contiguous(),
+                                                      torch::full({64}, 2, torch::kInt64));
+    train::TrainerOptions o = held;
+    o.lr = 1e-12;
+    o.model.batchnorm = false;  // a batch of equal examples has no variance to normalise by
+    train::Trainer trainer(o, same, bands(32, 2), MPI_COMM_WORLD);
+    auto r = std::make_shared<Recorder>();
+    trainer.add_observer(r);
+    trainer.fit();
+    for (const train::EpochMetrics& m : r->epochs) {
+      EXPECT_TRUE(m.gradient_diagnostics);
+      EXPECT_EQ(*m.fwd_iterations_max, 1.0);
+      ASSERT_TRUE(m.gradient_error && m.gradient_noise && m.gradient_error_persistence);
+      EXPECT_GT(*m.gradient_error, 1e-3);  // one iteration is not exact: an error to compare
+      EXPECT_LT(*m.gradient_noise, 1e-6);
+      EXPECT_GT(*m.gradient_error_persistence, 0.999);
+    }
+  }
+  train::TrainerOptions stages = held;
+  stages.model.kind = "stages";
+  stages.model.stage_channels = {2, 4};
+  stages.model.stage_steps = {4, 4};
+  stages.model.batchnorm = true;
+  stages.model.dropout = 0.1;
+  stages.iterations.check_every = 2;
+  const auto with = fit(stages);
+  stages.iterations.diagnostics = false;
+  const auto without = fit(stages);
+  ASSERT_EQ(with->epochs.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    const train::EpochMetrics& m = with->epochs[e];
+    ASSERT_TRUE(m.gradient_noise && m.gradient_error_persistence);
+    EXPECT_GT(*m.gradient_noise, 1e-3);
+    EXPECT_GE(*m.gradient_error_persistence, -1.0);
+    EXPECT_LE(*m.gradient_error_persistence, 1.0);
+    EXPECT_DOUBLE_EQ(m.train_loss, without->epochs[e].train_loss);
+    EXPECT_DOUBLE_EQ(m.test_loss, without->epochs[e].test_loss);
+    EXPECT_DOUBLE_EQ(*m.gradient_error, *without->epochs[e].gradient_error);
+    EXPECT_GT(*m.step_evaluations, *without->epochs[e].step_evaluations);  // the halves' passes
+    EXPECT_FALSE(without->epochs[e].gradient_diagnostics);
+    EXPECT_FALSE(without->epochs[e].gradient_noise.has_value());
+  }
+}
+
 // The controller's state travels in the checkpoint: resumed after epoch 1, the run takes the
 // uninterrupted run's decisions (counts, checks, lowerings, with half steps their skips) and so
 // its losses. A checkpoint of another optimizer is refused by name.

@@ -63,6 +63,13 @@ struct IterationControl {
   /// tolerance, which costs accuracy there, so they are off by default (docs/benchmarks.md,
   /// "Iterations chosen by the training").
   bool half_steps = false;
+  /// Two more measurements at each check, reported, not used by the policy: the sampling noise
+  /// of the exact gradient (‖g*_A − g*_B‖ / 2 over ‖g*‖, from two exact passes over the
+  /// batch's halves; 2 more exact recomputations) and the persistence of the gradient error
+  /// (the cosine between g − g* and the previous check's, where that check ran the same
+  /// setting). They tell a random error, which SGD averages out like its own noise, from a
+  /// systematic one (docs/training.md, "Iterations chosen by the training").
+  bool diagnostics = false;
 
   bool active() const { return forward || backward; }
 };

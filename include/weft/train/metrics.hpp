@@ -42,6 +42,11 @@ struct EpochMetrics {
   /// With half steps (iteration_control.hpp, rule 4): the fraction of the epoch's batches
   /// whose forward (adjoint) solve ran without skip; none in a direction without half steps.
   std::optional<double> fwd_unskipped, bwd_unskipped;
+  /// With IterationControl::diagnostics: the mean relative sampling noise of the checks'
+  /// exact gradients, and the mean cosine between consecutive checks' gradient errors at the
+  /// same setting (none when no such pair was measured).
+  std::optional<double> gradient_noise, gradient_error_persistence;
+  bool gradient_diagnostics = false;  ///< whether they were measured
   bool iteration_control = false;
   /// MG/Opt (mgopt.hpp): its levels, the coarse corrections of the epoch, the mean step
   /// length α of the accepted ones (none when none was) and how many the line search rejected.
