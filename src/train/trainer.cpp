@@ -606,6 +606,25 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
 }
 
 namespace {
+/// Copies of the tensors (buffers), or of the parameters' gradients (undefined where none).
+std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : tensors) out.push_back(t.defined() ? t.clone() : torch::Tensor());
+  return out;
+}
+std::vector<torch::Tensor> gradient_clones(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : params)
+    out.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  return out;
+}
+/// Puts `values` back into the module's buffers (batch norm's running statistics).
+void restore_buffers(torch::nn::Module& module, const std::vector<torch::Tensor>& values) {
+  torch::NoGradGuard no_grad;
+  const auto buffers = module.buffers();
+  for (std::size_t i = 0; i < values.size(); ++i) buffers[i].copy_(values[i]);
+}
+
 /// `o` with both solves in exact mode (one level), everything else kept.
 nn::LayerParallelOptions exact_version(nn::LayerParallelOptions o) {
   o.forward(mgrit::Options(o.forward()).max_levels(1));
@@ -646,8 +665,7 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
     model->set_solver_options(solver);
   }
   // Batch norm's running statistics as before the batch: a recomputation starts from them.
-  std::vector<torch::Tensor> buffers;
-  for (const auto& b : model->module().buffers()) buffers.push_back(b.clone());
+  const std::vector<torch::Tensor> buffers = clones(model->module().buffers());
   optimizer->zero_grad();
   BatchOutcome out;
   bool nan_loss = false;  // the MGRIT solve's logits made the loss NaN or infinite
@@ -675,14 +693,8 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
     const double start = now();
     std::vector<torch::Tensor> approximate;
     const auto params = model->module().parameters();
-    if (check)
-      for (const auto& p : params)
-        approximate.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
-    {
-      torch::NoGradGuard no_grad;
-      const auto now_buffers = model->module().buffers();
-      for (std::size_t i = 0; i < buffers.size(); ++i) now_buffers[i].copy_(buffers[i]);
-    }
+    if (check) approximate = gradient_clones(params);
+    restore_buffers(model->module(), buffers);
     model->set_batch_index(global_batch);  // the same dropout masks
     model->set_solver_options(exact_version(solver));
     optimizer->zero_grad();
@@ -765,15 +777,8 @@ void Trainer::State::diagnose_check(const Batch& batch, double weight, std::int6
   mpi::check(MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT64_T, MPI_MIN, agree),
              "MPI_Allreduce (sampling noise)");
   if (fewest < 2) return;
-  std::vector<torch::Tensor> exact, after;
-  for (const auto& p : params)
-    exact.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
-  for (const auto& b : model->module().buffers()) after.push_back(b.clone());
-  auto set_buffers = [&](const std::vector<torch::Tensor>& values) {
-    torch::NoGradGuard no_grad;
-    const auto now_buffers = model->module().buffers();
-    for (std::size_t i = 0; i < values.size(); ++i) now_buffers[i].copy_(values[i]);
-  };
+  const std::vector<torch::Tensor> exact = gradient_clones(params);
+  const std::vector<torch::Tensor> after = clones(model->module().buffers());
   auto half = [&](const torch::Tensor& t, int h) {
     return t.defined() ? t.narrow(0, h * (t.size(0) / 2), t.size(0) / 2) : t;
   };
@@ -782,20 +787,21 @@ void Trainer::State::diagnose_check(const Batch& batch, double weight, std::int6
   model->set_solver_options(exact_version(solver));
   try {
     for (int h = 0; h < 2; ++h) {
-      set_buffers(before);
+      restore_buffers(model->module(), before);
       model->set_batch_index(global_batch);
       optimizer->zero_grad();
       PhaseTimes times;
       model->gradients(half(batch.inputs, h), half(batch.labels, h), times, weight);
       tally.exact_steps += model->solve_report(true)->statistics.total_steps() +
                            model->solve_report(false)->statistics.total_steps();
+      if (h == 0) {
+        first = gradient_clones(params);
+        continue;
+      }
       for (std::size_t i = 0; i < params.size(); ++i) {
         const torch::Tensor g = params[i].grad();
-        if (h == 0) {
-          first.push_back(g.defined() ? g.clone() : torch::Tensor());
-        } else if (g.defined() && first[i].defined()) {
+        if (g.defined() && first[i].defined())
           noise_squared[0] += (g - first[i]).pow(2).sum().item<double>() / 4;
-        }
       }
     }
   } catch (...) {
@@ -803,7 +809,7 @@ void Trainer::State::diagnose_check(const Batch& batch, double weight, std::int6
     throw;
   }
   model->set_solver_options(solver);
-  set_buffers(after);
+  restore_buffers(model->module(), after);
   {
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < params.size(); ++i)
