@@ -193,6 +193,13 @@ void bind_options(py::module_& m) {
       .def("check_input", py::overload_cast<>(&LP::check_input, py::const_))
       .def(
           "check_input", [](LPSelf o, bool on) -> LPSelf { return o.check_input(on); }, self)
+      .def("layer_costs", py::overload_cast<>(&LP::layer_costs, py::const_))
+      .def(
+          "layer_costs",
+          [](LPSelf o, std::vector<double> costs) -> LPSelf {
+            return o.layer_costs(std::move(costs));
+          },
+          self)
       .def("seed", py::overload_cast<>(&LP::seed, py::const_))
       .def(
           "seed", [](LPSelf o, std::uint64_t value) -> LPSelf { return o.seed(value); }, self)

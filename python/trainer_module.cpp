@@ -54,6 +54,8 @@ class PythonObserver : public train::Observer {
       d["batches_per_epoch"] = e.batches_per_epoch, d["ranks"] = e.ranks;
       d["layer_ranks"] = e.layer_ranks, d["replicas"] = e.replicas, d["serial"] = e.serial;
       d["torch_threads"] = e.torch_threads;
+      d["layers_per_rank"] = e.layers_per_rank;
+      d["cost_per_rank"] = e.cost_per_rank;
     });
   }
   void epoch_started(const train::EpochStarted& e) override {
@@ -345,6 +347,7 @@ void bind_training(py::module_& m) {
       .def_readwrite("threads", &TrainerOptions::threads)
       .def_readwrite("serial", &TrainerOptions::serial)
       .def_readwrite("data_ranks", &TrainerOptions::data_ranks)
+      .def_readwrite("balance_cost", &TrainerOptions::balance_cost)
       .def_readwrite("parallel", &TrainerOptions::parallel)
       .def_readwrite("eval_batch", &TrainerOptions::eval_batch)
       .def_readwrite("checkpoint_dir", &TrainerOptions::checkpoint_dir)

@@ -263,6 +263,9 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   if (p.weak > 0 && train::model_kind(c.model).family != train::ModelKind::Family::Chain)
     invalid_value("--weak", std::to_string(p.weak), "a layer count with --model resnet",
                   "weak scaling extends a network whose layers cost alike");
+  if (p.weak > 0 && c.balance_cost)
+    invalid_value("--balance", "cost", "layers with --weak",
+                  "weak scaling extends a network whose layers cost alike");
   if (c.data_ranks > 1)
     invalid_value("--data-ranks", std::to_string(c.data_ranks), "1 with weft predict",
                   "data x layer parallelism is not modelled");
@@ -306,8 +309,15 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   if (p.weak > 0) return run_weak_prediction(p, m, link, contention);
 
   const std::vector<int> counts = rank_counts(p, m.layers);
-  std::vector<Prediction> predictions;
-  for (int r : counts) predictions.push_back(predict_at(c.parallel, m, link, contention, r));
+  std::vector<Prediction> predictions, equal_layers;
+  // --balance cost: the layers placed as weft train places them, by these figures; and, from
+  // the same figures, equal numbers of layers per rank (the column that shows what it gains).
+  nn::LayerParallelOptions parallel = c.parallel;
+  if (c.balance_cost) parallel.layer_costs(nn::layer_costs(m));
+  for (int r : counts) {
+    predictions.push_back(predict_at(parallel, m, link, contention, r));
+    if (c.balance_cost) equal_layers.push_back(predict_at(c.parallel, m, link, contention, r));
+  }
   const double serial = m.serial_batch;
   int break_even = 0;
   for (const Prediction& q : predictions)
@@ -324,6 +334,10 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
   std::printf("serial LibTorch batch (forward, loss, backward, optimizer): %.2f ms\n",
               1e3 * serial);
   std::printf("busy cores: %s\n", contention.describe().c_str());
+  std::printf("layers per rank: %s\n",
+              c.balance_cost ? "blocks of equal cost (--balance cost; each layer's fine steps as "
+                               "measured above)"
+                             : "equal numbers (--balance layers)");
   if (m.recurrent)
     std::printf(
         "%lld sequence steps; one %s step: %.3f ms forward, %.3f ms adjoint (build + vjp)\n",
@@ -364,13 +378,20 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
       "memory per rank: the process %.1f MiB before any model, plus its share of the model's "
       "%.1f MiB (one rank's training batch at its peak; the data set not included)\n",
       m.process_bytes / kMiB, m.model_bytes / kMiB);
-  std::printf("%8s  %12s  %10s  %16s  %28s  %14s\n", "ranks", "batch ms", "speedup",
-              "busiest rank ms", "forward / backward / rest ms", "MiB per rank");
-  for (const Prediction& q : predictions)
-    std::printf("%8d  %12.3f  %10.3f  %16.3f  %8.3f / %8.3f / %6.3f  %14.1f\n", q.ranks,
+  std::printf("%8s  %12s  %10s  %16s  %28s  %14s%s\n", "ranks", "batch ms", "speedup",
+              "busiest rank ms", "forward / backward / rest ms", "MiB per rank",
+              c.balance_cost ? "  equal numbers: batch ms / speedup" : "");
+  for (size_t k = 0; k < predictions.size(); ++k) {
+    const Prediction& q = predictions[k];
+    std::printf("%8d  %12.3f  %10.3f  %16.3f  %8.3f / %8.3f / %6.3f  %14.1f", q.ranks,
                 1e3 * q.batch_seconds, serial / q.batch_seconds, 1e3 * q.busiest_seconds,
                 1e3 * q.forward_seconds, 1e3 * q.backward_seconds, 1e3 * q.optimizer_seconds,
                 q.memory_bytes / kMiB);
+    if (c.balance_cost)
+      std::printf("  %12.3f / %6.3f", 1e3 * equal_layers[k].batch_seconds,
+                  serial / equal_layers[k].batch_seconds);
+    std::printf("\n");
+  }
   if (break_even > 0)
     std::printf("break-even: %d ranks (the fewest listed that beat serial LibTorch)\n", break_even);
   else
@@ -379,7 +400,8 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
 
   if (!p.json_path.empty()) {
     json list = json::array();
-    for (const Prediction& q : predictions)
+    for (size_t k = 0; k < predictions.size(); ++k) {
+      const Prediction& q = predictions[k];
       list.push_back({{"ranks", q.ranks},
                       {"batch_ms", 1e3 * q.batch_seconds},
                       {"speedup_vs_serial", serial / q.batch_seconds},
@@ -390,7 +412,11 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
                       {"memory_per_rank_mib", q.memory_bytes / kMiB},
                       {"busy_cores", contention.busy(q.ranks)},
                       {"slowdown", contention.factor(q.ranks)}});
+      if (c.balance_cost)
+        list.back()["equal_layers_batch_ms"] = 1e3 * equal_layers[k].batch_seconds;
+    }
     const json out = {{"predictions", list},
+                      {"balance", c.balance_cost ? "cost" : "layers"},
                       {"serial_batch_ms", 1e3 * serial},
                       {"break_even_ranks", break_even > 0 ? json(break_even) : json(nullptr)},
                       {"model", c.model.kind},

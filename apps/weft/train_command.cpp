@@ -448,6 +448,16 @@ TrainConfig resolve_train(const Flags& f) {
   if (f.options.at("--preset")->count() > 0)  // it gives the stages flags' values
     c.given.insert({"--stage-channels", "--stage-steps", "--stem"});
   c.serial = f.serial;
+  const std::vector<std::string> balances = {"layers", "cost"};
+  if (!f.get("--balance", "").empty()) {
+    const std::string b = f.get("--balance", "");
+    c.balance_cost = parse_choice("--balance", b, balances) == 1;
+    if (c.balance_cost && f.serial)
+      invalid_value("--balance", b, "layers with --serial", "--serial trains on one rank");
+    if (c.balance_cost && kind.recurrent())
+      invalid_value("--balance", b, "layers with --model " + c.model.kind,
+                    "its sequence steps cost alike");
+  }
   c.progress = !f.no_progress;
   c.check_images = f.check_images;
   c.metrics_path = f.get("--metrics", "");
@@ -625,6 +635,10 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
          "space (stride 2) relative to the level above; convolutional models (default none)");
   cmd->add_flag("--warm-start", f->warm_start,
                 "start each batch's MGRIT solves from the previous batch's states");
+  f->add(*cmd, "--balance", "layers|cost",
+         "how the layers are spread over the ranks: equal numbers (layers, the default) or "
+         "blocks of equal cost, each layer's steps timed at the start (cost: fewer of the dearer "
+         "layers per rank); convolutional models");
   return f;
 }
 

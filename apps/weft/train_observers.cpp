@@ -124,6 +124,21 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
       text.replace(at, 1, "\n    ");
     std::printf("  mgrit:\n    %s\n", text.c_str());
   }
+  if (!e.layers_per_rank.empty() && e.layer_ranks > 1) {
+    std::string counts;
+    for (const std::int64_t n : e.layers_per_rank)
+      counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+    if (e.cost_per_rank.empty()) {
+      std::printf("  layers per rank: %s (equal numbers)\n", counts.c_str());
+    } else {
+      const auto [least, most] =
+          std::minmax_element(e.cost_per_rank.begin(), e.cost_per_rank.end());
+      std::printf(
+          "  layers per rank: %s (--balance cost: %.2f to %.2f ms of measured step time per "
+          "rank)\n",
+          counts.c_str(), 1e3 * *least, 1e3 * *most);
+    }
+  }
   std::fflush(stdout);
 }
 

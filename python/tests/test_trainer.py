@@ -119,6 +119,34 @@ def test_a_failing_python_layer_is_a_step_error_everywhere(comm):
     assert same_everywhere(comm, str(info.value))
 
 
+class Started(Log):
+    def run_started(self, d):
+        super().run_started(d)
+        self.started = d
+
+
+def test_layers_placed_by_cost_train_like_equal_numbers(comm):
+    logs = []
+    for balance in (False, True):
+        log = Started()
+        weft.Trainer(comm, bands(64, 1), bands(32, 2), model=SMALL, batch=16, epochs=1, lr=1e-2,
+                     threads=1, balance_cost=balance, observers=[log]).fit()
+        logs.append(log)
+    equal, by_cost = logs
+    for log in logs:
+        assert len(log.started["layers_per_rank"]) == comm.size
+        assert sum(log.started["layers_per_rank"]) == SMALL["steps"]
+    assert equal.started["cost_per_rank"] == []
+    if comm.size > 1:  # one rank has nothing to place
+        assert len(by_cost.started["cost_per_rank"]) == comm.size
+        assert min(by_cost.started["cost_per_rank"]) > 0
+    for e, b in zip(equal.epochs, by_cost.epochs):
+        assert b["train_loss"] == pytest.approx(e["train_loss"], rel=1e-9)
+        assert b["test_loss"] == pytest.approx(e["test_loss"], rel=1e-9)
+    with pytest.raises(weft.InvalidOption, match="balance_cost"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), model=SMALL, serial=True, balance_cost=True)
+
+
 def test_bad_options_and_divergence(comm):
     with pytest.raises(TypeError, match="unknown option 'learning_rate'"):
         weft.Trainer(comm, bands(8, 1), bands(8, 2), model=SMALL, learning_rate=1.0)

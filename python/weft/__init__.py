@@ -419,8 +419,9 @@ class Trainer:
     open, close, or stages) for a network of your own. normalization: (mean, std) stored in
     checkpoints. seed: the shuffles' seed (and the initialisation of the zoo's models; default 1).
     The other keywords are weft.TrainerOptions fields (batch, epochs, optimizer, lr,
-    lr_schedule, momentum, threads, serial, data_ranks, parallel, eval_batch, checkpoint_dir,
-    resume_dir, trace_path, trace_batches, growth). growth: nested iteration over depth, a
+    lr_schedule, momentum, threads, serial, data_ranks, balance_cost, parallel, eval_batch,
+    checkpoint_dir, resume_dir, trace_path, trace_batches, growth). balance_cost=True places
+    the layers over the ranks in blocks of equal measured cost instead of equal numbers. growth: nested iteration over depth, a
     weft.DepthGrowth or a dict of its fields (factor, refinements, epochs, interpolation): the
     model trains first with its steps divided by factor**refinements and is refined after each
     entry of epochs (docs/training.md). iterations: MGRIT iterations chosen by the training, a

@@ -158,6 +158,57 @@ index_t Distribution::block_begin(index_t points, int ranks, int rank) {
   return r < extra ? r * (base + 1) : extra * (base + 1) + (r - extra) * base;
 }
 
+std::vector<index_t> Distribution::balanced_blocks(const std::vector<double>& step_costs,
+                                                   int ranks) {
+  const auto steps = static_cast<index_t>(step_costs.size());
+  if (ranks < 1 || steps < ranks)
+    throw InvalidOption("balanced blocks: " + std::to_string(steps) + " steps on " +
+                        std::to_string(ranks) + " ranks; need at least one step per rank");
+  double largest = 0, total = 0;
+  for (index_t k = 0; k < steps; ++k) {
+    const double c = step_costs[static_cast<size_t>(k)];
+    if (!std::isfinite(c) || c < 0)
+      throw InvalidOption("balanced blocks: cost " + number_text(c) + " of step " +
+                          std::to_string(k) + " is invalid; accepted: finite and >= 0");
+    largest = std::max(largest, c);
+    total += c;
+  }
+  // Fills rank after rank up to `bound`, keeping a step for each later rank; the last rank
+  // takes the rest. Returns the first steps and whether the last rank stayed within `bound`.
+  auto fill = [&](double bound, std::vector<index_t>* first) {
+    first->assign(1, 0);
+    index_t k = 0;
+    for (int r = 0; r + 1 < ranks; ++r) {
+      const index_t keep = steps - (ranks - 1 - r);  // steps this rank may reach
+      index_t end = k + 1;
+      double sum = step_costs[static_cast<size_t>(k)];
+      while (end < keep && sum + step_costs[static_cast<size_t>(end)] <= bound)
+        sum += step_costs[static_cast<size_t>(end++)];
+      first->push_back(end);
+      k = end;
+    }
+    double rest = 0;
+    for (; k < steps; ++k) rest += step_costs[static_cast<size_t>(k)];
+    return rest <= bound;
+  };
+  std::vector<index_t> first;
+  // fill(hi) succeeds (with room for rounding); the least feasible bound is in [lo, hi].
+  double lo = largest, hi = total * (1 + 1e-9);
+  if (!fill(lo, &first)) {
+    for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
+      const double mid = lo + (hi - lo) / 2;
+      if (fill(mid, &first))
+        hi = mid;
+      else
+        lo = mid;
+    }
+    fill(hi, &first);
+  }
+  // Step k goes into point k + 1: rank r's first point is its first step + 1 (0 for rank 0).
+  for (size_t r = 1; r < first.size(); ++r) first[r] += 1;
+  return first;
+}
+
 Distribution::Distribution(index_t points, int ranks, Direction direction,
                            const std::vector<index_t>& first_points)
     : points_(points), ranks_(ranks), direction_(direction) {

@@ -423,7 +423,7 @@ void BatchSolve::prepare(const std::vector<std::int64_t>& shape, torch::Dtype dt
   // New solvers: stored states (warm starts) of another shape are useless.
   reset();
   find_shapes(shape, dtype);
-  mgrit::Options forward = options_.forward_solver_options();
+  mgrit::Options forward = placement_.forward_options();
   // Batch-norm statistics change at the final sweep's evaluations: F then C evaluates every
   // layer there once. Every rank must choose alike.
   int buffers = bank_.any_buffers() ? 1 : 0, any = 0;

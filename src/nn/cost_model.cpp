@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "placement.hpp"
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/nn/cost_model.hpp"
 #include "weft/util/clock.hpp"
@@ -30,13 +31,14 @@ Event reduction(std::size_t bytes = 0) {
   return Event::reduce(kOutsideTag, bytes);
 }
 
-// The nn layer's block distribution (nn/placement.hpp): rank r owns points from
-// point_begin(r) and the layers of the steps into them.
-index_t point_begin(index_t points, int ranks, int r) {
-  return mgrit::Distribution::block_begin(points, ranks, r);
+// The nn layer's placement (nn/placement.hpp): rank r owns points from first[r] and the layers
+// of the steps into them.
+using FirstPoints = std::vector<index_t>;
+FirstPoints first_points(const LayerParallelOptions& c, const MeasuredCosts& m, int ranks) {
+  return detail::Placement::first_points(m.layers, ranks, c.layer_costs());
 }
-index_t layer_begin(index_t points, int ranks, int r) {
-  return r == 0 ? 0 : point_begin(points, ranks, r) - 1;
+index_t layer_begin(const FirstPoints& first, int r) {
+  return r == 0 ? 0 : first[static_cast<size_t>(r)] - 1;
 }
 
 /// How many times `level`'s states are restricted in space in the solve of `direction`.
@@ -54,6 +56,14 @@ std::size_t state_bytes(const MeasuredCosts& m, mgrit::Direction direction, inde
 }
 
 }  // namespace
+
+std::vector<double> layer_costs(const MeasuredCosts& m) {
+  std::vector<double> out(static_cast<size_t>(m.layers), 0.0);
+  for (size_t k = 0; k < out.size(); ++k)
+    out[k] =
+        m.forward.at(k) + m.forward_record.at(k) + m.adjoint_reuse.at(k) + m.adjoint_final.at(k);
+  return out;
+}
 
 double step_seconds(const MeasuredCosts& m, const Event& e, bool cache_graphs, bool isolated) {
   const int d = depth_of(m, e.direction, e.level);
@@ -135,12 +145,12 @@ void add_forward_state_restrictions(mgrit::Schedule& adjoint, const MeasuredCost
 }
 
 /// Each rank receives x at its first point's predecessor for the adjoint (exchange_boundary).
-void exchange_boundary(mgrit::Schedule& s, const MeasuredCosts& m, int ranks) {
-  const index_t points = m.layers + 1;
+void exchange_boundary(mgrit::Schedule& s, const MeasuredCosts& m, const FirstPoints& first) {
+  const int ranks = static_cast<int>(first.size()) - 1;
   for (int r = 0; r < ranks; ++r) {
     auto& ev = s[static_cast<size_t>(r)];
     const auto before = [&](int q) {
-      return m.state_bytes[static_cast<size_t>(point_begin(points, ranks, q) - 1)];
+      return m.state_bytes[static_cast<size_t>(first[static_cast<size_t>(q)] - 1)];
     };
     if (r + 1 < ranks) ev.push_back(message(Event::Kind::Send, r + 1, before(r + 1)));
     if (r > 0) ev.push_back(message(Event::Kind::Recv, r - 1, before(r)));
@@ -151,12 +161,13 @@ void exchange_boundary(mgrit::Schedule& s, const MeasuredCosts& m, int ranks) {
 /// boundary one point left of the forward's (nn/placement.hpp).
 std::pair<mgrit::Options, mgrit::Options> solver_options(const LayerParallelOptions& c,
                                                          const MeasuredCosts& m, int ranks) {
-  const index_t points = m.layers + 1;
+  const FirstPoints first = first_points(c, m, ranks);
   mgrit::Options fwd = c.forward_solver_options();
   if (m.has_buffers && fwd.max_levels() > 1) fwd.final_sweep(mgrit::FinalSweep::CF);
+  if (!c.layer_costs().empty()) fwd.rank_blocks({first.begin(), first.end() - 1});
   mgrit::Options bwd = c.backward_solver_options();
   std::vector<index_t> blocks;
-  for (int r = 0; r < ranks; ++r) blocks.push_back(layer_begin(points, ranks, r));
+  for (int r = 0; r < ranks; ++r) blocks.push_back(layer_begin(first, r));
   bwd.rank_blocks(blocks);
   return {fwd, bwd};
 }
@@ -187,7 +198,7 @@ mgrit::Schedule recurrent_schedule(const LayerParallelOptions& c, const Measured
   mgrit::Schedule s(static_cast<size_t>(ranks));
   for (auto& ev : s) ev.push_back(compute(m.fixed_forward));
   mgrit::append(s, solve_schedule(m, fwd, ranks), 0);
-  exchange_boundary(s, m, ranks);
+  exchange_boundary(s, m, first_points(c, m, ranks));
   for (auto& ev : s) {
     ev.push_back(reduction(state));  // the final state broadcast from the last rank
   }
@@ -211,7 +222,8 @@ mgrit::Schedule recurrent_schedule(const LayerParallelOptions& c, const Measured
 mgrit::Schedule batch_schedule(const LayerParallelOptions& c, const MeasuredCosts& m, int ranks,
                                PhaseEnds* phase_ends) {
   if (m.recurrent) return recurrent_schedule(c, m, ranks, phase_ends);
-  const index_t N = m.layers, points = N + 1;
+  const index_t N = m.layers;
+  const FirstPoints first = first_points(c, m, ranks);
   const auto [fwd, bwd] = solver_options(c, m, ranks);
   const auto last = static_cast<size_t>(ranks - 1);
 
@@ -219,7 +231,7 @@ mgrit::Schedule batch_schedule(const LayerParallelOptions& c, const MeasuredCost
   for (auto& ev : s) ev.push_back(compute(m.fixed_forward));
   s[0].push_back(compute(m.open_forward));
   mgrit::append(s, solve_schedule(m, fwd, ranks), 0);
-  exchange_boundary(s, m, ranks);
+  exchange_boundary(s, m, first);
   mark_phase(s, phase_ends, 0);
   for (auto& ev : s) ev.push_back(compute(m.fixed_backward));
   // Close, loss and its gradient on the output rank; the loss value and λ_N's health shared.
@@ -235,8 +247,7 @@ mgrit::Schedule batch_schedule(const LayerParallelOptions& c, const MeasuredCost
   const double total =
       std::accumulate(m.parameters.begin(), m.parameters.end(), m.open_close_parameters);
   for (int r = 0; r < ranks; ++r) {
-    const index_t lo = layer_begin(points, ranks, r),
-                  hi = r + 1 < ranks ? layer_begin(points, ranks, r + 1) : N;
+    const index_t lo = layer_begin(first, r), hi = r + 1 < ranks ? layer_begin(first, r + 1) : N;
     double mine = std::accumulate(m.parameters.begin() + lo, m.parameters.begin() + hi, 0.0);
     if (r == 0) mine += m.open_parameters;
     if (r == ranks - 1) mine += m.open_close_parameters - m.open_parameters;
@@ -270,11 +281,11 @@ Prediction predict_batch(const LayerParallelOptions& c, const MeasuredCosts& m,
   p.batch_seconds = t.makespan;
   p.busiest_seconds = *std::max_element(t.busy.begin(), t.busy.end());
   // The most layers on one rank (the blocks of nn/placement.hpp) as a share of the model.
-  const index_t points = m.layers + 1;
+  const FirstPoints first = first_points(c, m, ranks);
   index_t most = 0;
   for (int r = 0; r < ranks; ++r) {
-    const index_t lo = layer_begin(points, ranks, r),
-                  hi = r + 1 < ranks ? layer_begin(points, ranks, r + 1) : m.layers;
+    const index_t lo = layer_begin(first, r),
+                  hi = r + 1 < ranks ? layer_begin(first, r + 1) : m.layers;
     most = std::max(most, hi - lo);
   }
   p.memory_bytes = m.process_bytes + m.model_bytes * static_cast<double>(most) /

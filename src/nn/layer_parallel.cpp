@@ -41,7 +41,7 @@ Placement placed(const Chain& chain, int rank, int ranks, const LayerParallelOpt
                         " on " + std::to_string(ranks) +
                         " ranks; need at least as many layers as ranks (N >= P)");
   return Placement(chain, rank, ranks, options.forward_solver_options(),
-                   options.backward_solver_options());
+                   options.backward_solver_options(), options.layer_costs());
 }
 }  // namespace
 
@@ -297,10 +297,14 @@ std::vector<std::int64_t> LayerParallelImpl::ghost_layers() const {
 void LayerParallelImpl::set_options(const LayerParallelOptions& options) {
   options.validate();
   detail::Core& c = *core_;
+  if (options.layer_costs() != c.opts.layer_costs())
+    throw InvalidOption("layer-parallel options (" + mpi::where(c.comm.get()) +
+                        "): set_options cannot change layer_costs (the layers would move "
+                        "between ranks); build a new module with them");
   c.opts = options;
   ++c.generation;  // a pending backward would need the old solvers
   c.placement = detail::Placement(c.chain, c.rank, c.ranks, options.forward_solver_options(),
-                                  options.backward_solver_options());
+                                  options.backward_solver_options(), options.layer_costs());
   c.bank.replan();
   c.solve.configure(options);
   c.sync = detail::GradientSync(c.data.get(), options.bucket_bytes());

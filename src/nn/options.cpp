@@ -1,5 +1,6 @@
 #include "weft/nn/options.hpp"
 
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ void LayerParallelOptions::validate() const {
                         "; need at least 1");
   check(forward_solver_options(), "forward");
   check(backward_solver_options(), "backward");
+  for (size_t k = 0; k < layer_costs_.size(); ++k)
+    if (!std::isfinite(layer_costs_[k]) || layer_costs_[k] < 0)
+      throw InvalidOption("layer-parallel options: layer_costs[" + std::to_string(k) +
+                          "] = " + number_text(layer_costs_[k]) + "; accepted: finite and >= 0");
   auto check_spatial = [](const std::vector<int>& flags, const mgrit::Options& o,
                           const char* which) {
     if (flags.empty()) return;

@@ -2,7 +2,8 @@
 // Private to weft_nn. Which rank owns which points and layers, and which remote layers each
 // rank evaluates (ghost copies), read from the solvers' step map (mgrit::step_sites).
 //
-// Forward points 0..N are block-distributed like the solver's own distribution. Layer n belongs
+// Forward points 0..N are block-distributed like the solver's own distribution, or, with layer
+// costs (LayerParallelOptions::layer_costs), in blocks that balance them. Layer n belongs
 // to the owner of point n+1 (the rank that computes the forward step into it), so every rank
 // computes as many fine steps as it owns layers. The adjoint solve moves each block boundary one
 // point left (rank_blocks = first layers), so that its fine step into n runs where layer n
@@ -25,10 +26,15 @@ class Placement {
   };
 
   Placement() = default;
-  /// `forward` and `backward` are the solvers' options (rank blocks of the backward are set
-  /// here).
-  Placement(const Chain& chain, int rank, int ranks, const mgrit::Options& forward,
-            mgrit::Options backward);
+  /// `forward` and `backward` are the solvers' options (their rank blocks are set here);
+  /// `layer_costs`: one per chain layer, or empty for equal numbers of layers.
+  Placement(const Chain& chain, int rank, int ranks, mgrit::Options forward,
+            mgrit::Options backward, const std::vector<double>& layer_costs = {});
+
+  /// The first forward point of every rank, then N + 1: equal numbers of layers without
+  /// `layer_costs`, else blocks that balance them (weft::InvalidOption: not one per layer).
+  static std::vector<mgrit::index_t> first_points(std::int64_t layers, int ranks,
+                                                  const std::vector<double>& layer_costs);
 
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
@@ -40,6 +46,8 @@ class Placement {
   /// The backward solve's rank blocks: the first layer of every rank.
   const std::vector<mgrit::index_t>& adjoint_blocks() const { return adjoint_blocks_; }
   const mgrit::Options& backward_options() const { return backward_; }
+  /// The forward solve's options: its rank blocks follow the layer costs when there are any.
+  const mgrit::Options& forward_options() const { return forward_; }
 
   const std::vector<std::int64_t>& ghosts() const { return ghosts_; }
   const std::vector<Peer>& sends() const { return sends_; }  ///< local layers others need
@@ -48,7 +56,8 @@ class Placement {
  private:
   int rank_ = 0, ranks_ = 1;
   std::int64_t points_ = 0;
-  mgrit::Options backward_;
+  std::vector<mgrit::index_t> first_points_;  ///< per rank, then N + 1
+  mgrit::Options forward_, backward_;
   std::vector<mgrit::index_t> adjoint_blocks_;
   std::vector<std::int64_t> ghosts_;
   std::vector<Peer> sends_, recvs_;

@@ -44,6 +44,9 @@ void RecurrentOptions::validate() const {
     throw InvalidOption("recurrent network", "implicit_step",
                         "= " + number_text(implicit_step_) +
                             " is invalid; need 0 (explicit cell) or a finite step > 0");
+  if (!solver_.layer_costs().empty())
+    throw InvalidOption("recurrent network", "layer_costs",
+                        "are not supported (its sequence steps cost alike: leave them empty)");
   solver_.validate();
 }
 

@@ -7,6 +7,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "weft/models/sequence_classifier.hpp"
@@ -44,6 +45,11 @@ class Classifier {
   /// The recurrent model is replicated: rank 0 of the layer communicator saves it alone, over
   /// this communicator, and every rank loads it whole.
   bool replicated() const { return static_cast<bool>(recurrent_); }
+  /// This rank's chain layers [first, end) of the layer-parallel model; {0, 0} for the others.
+  std::pair<std::int64_t, std::int64_t> local_layers() const {
+    if (serial_ || recurrent_) return {0, 0};
+    return {parallel_->first_layer(), parallel_->end_layer()};
+  }
   MPI_Comm checkpoint_comm() const { return recurrent_ ? MPI_COMM_SELF : comm_; }
   /// Whether this rank takes the inputs; the others load the labels alone. Every rank of a
   /// replicated model does, only the chain's first rank of a layer-parallel one.

@@ -479,57 +479,31 @@ void set_fixed(const TrainerOptions& c, MeasuredCosts& m, const std::array<doubl
   m.fixed_optimizer = std::max(0.0, phases[2] - one.optimizer_seconds);
 }
 
-MeasuredCosts measure_pass(const TrainerOptions& c, const std::vector<std::int64_t>& image,
-                           int repeats) {
-  if (is_recurrent(c.model)) return measure_recurrent(c, image, repeats);
-  MeasuredCosts m;
-  m.threads = c.threads > 0 ? c.threads : 1;  // one core per rank unless --threads says
-  torch::set_num_threads(m.threads);
-  torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
-  std::vector<std::int64_t> shape = image;
-  shape[0] = c.batch;
-  const std::vector<std::int64_t> example(shape.begin() + 1, shape.end());
-  // The sequential network: open, close, the optimizer and the serial batch; the probe's
-  // one-rank module: the chain's steps as the solvers evaluate them.
-  nn::SequentialNetwork net(build_network(c.model, example), c.parallel.seed());
-  net->train();
-  nn::ChainProbe chain(
-      nn::LayerParallel(MPI_COMM_SELF, build_network(c.model, example), c.parallel));
-  chain.module()->train();
-  const std::int64_t N = net->steps();
+/// The fine steps' figures of every chain layer (transition, step_size, forward,
+/// forward_record, adjoint_reuse, adjoint_final, adjoint_build) at the states `x` of a forward.
+/// Each stage's layers share one structure: the first residual layer of each stage and every
+/// transition are measured, the others take their stage's figures. Returns each layer's
+/// measured representative.
+std::vector<std::int64_t> measure_chain_layers(nn::ChainProbe& chain, const std::vector<Tensor>& x,
+                                               int repeats, MeasuredCosts& m) {
+  const std::int64_t N = chain.layers();
   m.layers = N;
-  const Tensor images = torch::randn(shape);
-  const Tensor labels = torch::randint(0, 10, {c.batch}, torch::kInt64);
-
-  // Each stage's layers share one structure: measure the first residual layer of each stage and
-  // every transition, and give the others their stage's figures.
   std::vector<std::int64_t> representative(static_cast<size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) {
-    const bool first_of_stage = n == 0 || net->is_transition(n - 1);
+    const bool first_of_stage = n == 0 || chain.is_transition(n - 1);
     representative[static_cast<size_t>(n)] =
-        net->is_transition(n) || first_of_stage ? n : representative[static_cast<size_t>(n - 1)];
+        chain.is_transition(n) || first_of_stage ? n : representative[static_cast<size_t>(n - 1)];
   }
-
-  // The states the chain produces.
-  const std::vector<Tensor> x = chain.states(images);
-  for (const Tensor& s : x)
-    m.state_bytes.push_back(static_cast<std::size_t>(s.numel()) * s.element_size());
-  for (const Tensor& s : x) {
-    Tensor y = s.clone();
-    m.axpy.push_back(median_seconds(repeats, [&] { y.add_(s, 0.5); }));
-  }
-
   m.transition.resize(static_cast<size_t>(N));
   m.step_size.resize(static_cast<size_t>(N));
-  for (auto* v : {&m.forward, &m.forward_record, &m.adjoint_reuse, &m.adjoint_final,
-                  &m.adjoint_build, &m.parameters})
+  for (auto* v :
+       {&m.forward, &m.forward_record, &m.adjoint_reuse, &m.adjoint_final, &m.adjoint_build})
     v->assign(static_cast<size_t>(N), 0.0);
   for (std::int64_t n = 0; n < N; ++n) {
     const auto k = static_cast<size_t>(n);
-    const bool tr = net->is_transition(n);
+    const bool tr = chain.is_transition(n);
     m.transition[k] = tr;
-    m.step_size[k] = tr ? 0.0 : net->step_size(n);
-    m.parameters[k] = count_parameters(net->step(n).module());
+    m.step_size[k] = tr ? 0.0 : chain.step_size(n);
     const auto r = static_cast<size_t>(representative[k]);
     if (r != k) {
       m.forward[k] = m.forward[r];
@@ -556,6 +530,43 @@ MeasuredCosts measure_pass(const TrainerOptions& c, const std::vector<std::int64
       chain.vjp(n, n + 1, xn, lambda, fresh, false);
     });
   }
+  return representative;
+}
+
+MeasuredCosts measure_pass(const TrainerOptions& c, const std::vector<std::int64_t>& image,
+                           int repeats) {
+  if (is_recurrent(c.model)) return measure_recurrent(c, image, repeats);
+  MeasuredCosts m;
+  m.threads = c.threads > 0 ? c.threads : 1;  // one core per rank unless --threads says
+  torch::set_num_threads(m.threads);
+  torch::manual_seed(static_cast<std::uint64_t>(c.model.seed));
+  std::vector<std::int64_t> shape = image;
+  shape[0] = c.batch;
+  const std::vector<std::int64_t> example(shape.begin() + 1, shape.end());
+  // The sequential network: open, close, the optimizer and the serial batch; the probe's
+  // one-rank module: the chain's steps as the solvers evaluate them.
+  nn::SequentialNetwork net(build_network(c.model, example), c.parallel.seed());
+  net->train();
+  nn::ChainProbe chain(
+      nn::LayerParallel(MPI_COMM_SELF, build_network(c.model, example), c.parallel));
+  chain.module()->train();
+  const std::int64_t N = net->steps();
+  m.layers = N;
+  const Tensor images = torch::randn(shape);
+  const Tensor labels = torch::randint(0, 10, {c.batch}, torch::kInt64);
+
+  // The states the chain produces.
+  const std::vector<Tensor> x = chain.states(images);
+  for (const Tensor& s : x)
+    m.state_bytes.push_back(static_cast<std::size_t>(s.numel()) * s.element_size());
+  for (const Tensor& s : x) {
+    Tensor y = s.clone();
+    m.axpy.push_back(median_seconds(repeats, [&] { y.add_(s, 0.5); }));
+  }
+  const std::vector<std::int64_t> representative = measure_chain_layers(chain, x, repeats, m);
+  m.parameters.assign(static_cast<size_t>(N), 0.0);
+  for (std::int64_t n = 0; n < N; ++n)
+    m.parameters[static_cast<size_t>(n)] = count_parameters(net->step(n).module());
 
   // Open, close and loss on their ranks.
   if (!net->open().is_empty()) {
@@ -758,6 +769,36 @@ MeasuredCosts measure_costs(const TrainerOptions& options,
     return measure(options, image, passes);
   } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     throw BadData(std::string("measuring the model's costs: ") + e.what_without_backtrace());
+  }
+}
+
+std::vector<double> measure_layer_costs(const TrainerOptions& options, const nn::Network& network,
+                                        const std::vector<std::int64_t>& example_shape,
+                                        int repeats) {
+  if (repeats < 1)
+    throw InvalidOption("measure_layer_costs", "repeats",
+                        "is " + std::to_string(repeats) + "; accepted: >= 1");
+  // The random batch and adjoint seeds must not move the training's own random streams.
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const Tensor state = generator.get_state();
+  try {
+    nn::LayerParallelOptions probe = options.parallel;
+    probe.layer_costs({});
+    nn::ChainProbe chain(nn::LayerParallel(MPI_COMM_SELF, network, probe));
+    chain.module()->train();
+    std::vector<std::int64_t> shape{options.batch};
+    shape.insert(shape.end(), example_shape.begin(), example_shape.end());
+    const std::vector<Tensor> x = chain.states(torch::randn(shape));
+    MeasuredCosts m;
+    measure_chain_layers(chain, x, repeats, m);
+    generator.set_state(state);
+    return nn::layer_costs(m);
+  } catch (const c10::Error& e) {
+    generator.set_state(state);
+    throw BadData(std::string("measuring the layers' costs: ") + e.what_without_backtrace());
+  } catch (...) {
+    generator.set_state(state);
+    throw;
   }
 }
 

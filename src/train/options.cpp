@@ -55,6 +55,17 @@ void validate(const TrainerOptions& o, int ranks) {
     invalid("mgopt_levels",
             "MG/Opt with automatic MGRIT iterations (iteration_control) is not supported; "
             "accepted: MG/Opt with fixed iteration counts");
+  if (o.balance_cost && o.serial)
+    invalid("balance_cost",
+            "places the layers over the ranks, and the sequential reference (serial) runs on one");
+  if (o.balance_cost && is_recurrent(o.model))
+    invalid("balance_cost",
+            "is not for '" + o.model.kind +
+                "': its sequence steps cost alike (accepted: the convolutional models)");
+  if (!o.parallel.layer_costs().empty())
+    invalid("parallel",
+            "has layer_costs set; accepted: balance_cost, which measures them for "
+            "the model at each depth");
   if (o.trace_batches < 1)
     invalid("trace_batches", std::to_string(o.trace_batches) + " is invalid; accepted: >= 1");
 }

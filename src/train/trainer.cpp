@@ -10,6 +10,7 @@
 #include <array>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -23,6 +24,8 @@
 #include "multilevel_optimizer.hpp"
 #include "prefetcher.hpp"
 #include "weft/nn/checkpoint.hpp"
+#include "weft/train/cost_measurement.hpp"
+#include "weft/train/model_zoo.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/mpi.hpp"
 #include "weft/util/trace.hpp"
@@ -57,6 +60,31 @@ double steady_mean(const std::vector<double>& v) {
 std::optional<double> mean(const std::vector<double>& v) {
   if (v.empty()) return std::nullopt;
   return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+/// o.parallel, with the layers of `net()` placed by their costs when o.balance_cost and the
+/// chain has more than one rank: rank 0 of `agree` times them (measure_layer_costs), every rank
+/// of `agree` (every replica) places by its figures.
+nn::LayerParallelOptions placed(const TrainerOptions& o, const std::function<nn::Network()>& net,
+                                const std::vector<std::int64_t>& example, MPI_Comm layer,
+                                MPI_Comm agree) {
+  constexpr int kRepeats = 5;
+  nn::LayerParallelOptions p = o.parallel;
+  if (!o.balance_cost || o.serial || mpi::size(layer) == 1) return p;
+  std::vector<double> costs;
+  std::exception_ptr failed;
+  if (mpi::rank(agree) == 0) try {
+      costs = measure_layer_costs(o, net(), example, kRepeats);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  mpi::agree_or_throw(agree, failed);
+  int count = static_cast<int>(costs.size());
+  mpi::check(MPI_Bcast(&count, 1, MPI_INT, 0, agree), "MPI_Bcast (layer costs)");
+  costs.resize(static_cast<size_t>(count));
+  mpi::check(MPI_Bcast(costs.data(), count, MPI_DOUBLE, 0, agree), "MPI_Bcast (layer costs)");
+  p.layer_costs(std::move(costs));
+  return p;
 }
 
 std::string shape_text(const ExampleShape& e) {
@@ -245,10 +273,16 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
     s.comm = s.agree = MPI_COMM_SELF;
     if (!s.active) return;
   }
+  const nn::LayerParallelOptions parallel = placed(
+      o,
+      [&] {
+        return network ? *network : build_network(s.current_model(), s.train->example_shape());
+      },
+      s.train->example_shape(), s.comm, s.agree);
   s.model = network ? std::make_unique<Classifier>(*network, o.model.classes, s.comm, s.data,
-                                                   o.serial, o.parallel)
+                                                   o.serial, parallel)
                     : std::make_unique<Classifier>(s.current_model(), s.train->example_shape(),
-                                                   s.comm, s.data, o.serial, o.parallel);
+                                                   s.comm, s.data, o.serial, parallel);
   s.optimizer = make_optimizer(o, s.model->module());
   if (o.iterations.active()) {
     auto skips = [](const mgrit::Options& solver) {
@@ -315,6 +349,22 @@ void Trainer::fit() {
   started.replicas = s.replicas;
   started.serial = o.serial;
   started.torch_threads = torch::get_num_threads();
+  if (!o.serial && !s.model->replicated()) {
+    const auto [first, end] = s.model->local_layers();
+    started.layers_per_rank.resize(static_cast<size_t>(started.layer_ranks));
+    const std::int64_t mine = end - first;
+    mpi::check(MPI_Allgather(&mine, 1, MPI_INT64_T, started.layers_per_rank.data(), 1, MPI_INT64_T,
+                             s.comm),
+               "MPI_Allgather (layers per rank)");
+    const std::vector<double> costs = s.model->solver_options().layer_costs();
+    std::int64_t n = 0;
+    for (const std::int64_t count : started.layers_per_rank) {
+      if (costs.empty()) break;
+      started.cost_per_rank.push_back(
+          std::accumulate(costs.begin() + n, costs.begin() + n + count, 0.0));
+      n += count;
+    }
+  }
   s.notify([&](Observer& obs) { obs.run_started(started); });
 
   // The timeline: batches first_batch .. first_batch + trace_batches - 1 of this run (counted
@@ -856,8 +906,11 @@ void Trainer::State::refine(int epoch) {
     failed = std::current_exception();
   }
   agreed(failed);
+  const nn::LayerParallelOptions parallel = placed(
+      o, [&] { return build_network(fine, train->example_shape()); }, train->example_shape(), comm,
+      agree);
   auto finer =
-      std::make_unique<Classifier>(fine, train->example_shape(), comm, data, o.serial, o.parallel);
+      std::make_unique<Classifier>(fine, train->example_shape(), comm, data, o.serial, parallel);
   auto finer_optimizer = make_optimizer(o, finer->module());
   nn::DepthRefinement refinement;
   refinement.coarse_steps = residual_steps(coarse);

@@ -1,6 +1,13 @@
 // Index maps of the time hierarchy and the block distribution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "weft/mgrit/hierarchy.hpp"
 #include "weft/util/error.hpp"
 
@@ -109,6 +116,89 @@ TEST(Distribution, ReverseKeepsEveryPointOnItsForwardRank) {
   }
   EXPECT_EQ(rev.begin(0), 0);  // the last rank starts the reverse chain
   EXPECT_EQ(rev.rank_at_position(0), 2);
+}
+
+// The largest block cost of first points `first` (one per rank) for `costs` (step k into k + 1).
+double largest_block(const std::vector<double>& costs, const std::vector<index_t>& first) {
+  double most = 0;
+  for (size_t r = 0; r < first.size(); ++r) {
+    const index_t lo = r == 0 ? 0 : first[r] - 1;
+    const index_t hi = r + 1 < first.size() ? first[r + 1] - 1 : static_cast<index_t>(costs.size());
+    double sum = 0;
+    for (index_t k = lo; k < hi; ++k) sum += costs[static_cast<size_t>(k)];
+    most = std::max(most, sum);
+  }
+  return most;
+}
+
+// The least largest block over every split of `costs` into `ranks` nonempty contiguous blocks.
+double best_largest_block(const std::vector<double>& costs, int ranks, size_t from = 0) {
+  if (ranks == 1) {
+    double sum = 0;
+    for (size_t k = from; k < costs.size(); ++k) sum += costs[k];
+    return sum;
+  }
+  double best = std::numeric_limits<double>::infinity(), sum = 0;
+  for (size_t end = from + 1; end + static_cast<size_t>(ranks - 1) <= costs.size(); ++end) {
+    sum += costs[end - 1];
+    best = std::min(best, std::max(sum, best_largest_block(costs, ranks - 1, end)));
+  }
+  return best;
+}
+
+TEST(Distribution, BalancedBlocksMinimizeTheLargestBlockCost) {
+  // Against every split of small cost lists (exhaustive), including zero costs and one dear step.
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int steps = 1 + trial % 9;
+    const int ranks = 1 + (trial / 9) % steps;
+    std::vector<double> costs(static_cast<size_t>(steps));
+    for (double& c : costs) c = trial % 5 == 0 ? std::floor(3 * uniform(random)) : uniform(random);
+    if (trial % 7 == 0) costs[static_cast<size_t>(trial) % costs.size()] = 20;
+    const std::vector<index_t> first = Distribution::balanced_blocks(costs, ranks);
+    ASSERT_EQ(first.size(), static_cast<size_t>(ranks));
+    EXPECT_EQ(first[0], 0);
+    for (size_t r = 1; r < first.size(); ++r) {
+      EXPECT_GT(first[r], r == 1 ? 1 : first[r - 1]) << "every rank holds a step";
+      EXPECT_LE(first[r], steps);
+    }
+    const double best = best_largest_block(costs, ranks);
+    EXPECT_NEAR(largest_block(costs, first), best, 1e-9 * std::max(1.0, best))
+        << "trial " << trial << ": " << steps << " steps, " << ranks << " ranks";
+    // A valid distribution of the solver over the N + 1 points.
+    EXPECT_NO_THROW(Distribution(steps + 1, ranks, Direction::Forward, first));
+  }
+}
+
+TEST(Distribution, BalancedBlocksGiveDearStepsFewerPerRank) {
+  // 4 steps of cost 4, then 12 of cost 1, on 4 ranks: two dear steps, two dear steps, 8 cheap
+  // ones, 4 cheap ones (the first ranks filled first): 8 at most, where equal numbers of
+  // steps put the four dear ones on rank 0 (16).
+  std::vector<double> costs(4, 4.0);
+  costs.resize(16, 1.0);
+  const std::vector<index_t> first = Distribution::balanced_blocks(costs, 4);
+  EXPECT_DOUBLE_EQ(largest_block(costs, first), 8.0);
+  EXPECT_EQ(first, (std::vector<index_t>{0, 3, 5, 13}));
+  // Equal costs: the largest block holds ceil(N / P) steps, as the block distribution's.
+  EXPECT_DOUBLE_EQ(largest_block(std::vector<double>(10, 1.0),
+                                 Distribution::balanced_blocks(std::vector<double>(10, 1.0), 3)),
+                   4.0);
+}
+
+TEST(Distribution, BalancedBlocksRefuseTooFewStepsAndBadCosts) {
+  auto refused = [](const std::vector<double>& costs, int ranks, const std::string& part) {
+    try {
+      Distribution::balanced_blocks(costs, ranks);
+      ADD_FAILURE() << "accepted: " << part;
+    } catch (const InvalidOption& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  refused({1, 1}, 3, "2 steps on 3 ranks; need at least one step per rank");
+  refused({1, -1, 1}, 2, "cost -1 of step 1 is invalid");
+  refused({1, std::nan(""), 1}, 2, "of step 1 is invalid");
+  refused({1, 1}, 0, "need at least one step per rank");
 }
 
 TEST(Distribution, ExplicitFirstPointsInBothDirections) {

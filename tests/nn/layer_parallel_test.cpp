@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -376,6 +377,75 @@ INSTANTIATE_TEST_SUITE_P(
                       MultilevelCase{16, 3, 2, MultilevelCase::FCycleFRelax},
                       MultilevelCase{16, 3, 2, MultilevelCase::RelaxOnlyCoarsest},
                       MultilevelCase{64, 3, 4}));
+
+TEST(Placement, LayerCostsPlaceBlocksOfEqualCostAndChangeNoResult) {
+  torch::set_num_threads(1);
+  const std::int64_t N = 12;
+  const int r = world_rank(), P = world_size();
+  // The first four layers ten times dearer than the others: fewer of them per rank.
+  std::vector<double> costs(static_cast<size_t>(N), 1.0);
+  for (size_t n = 0; n < 4; ++n) costs[n] = 10.0;
+  std::vector<mgrit::index_t> first = mgrit::Distribution::balanced_blocks(costs, P);
+  first.push_back(N + 1);
+  Reference ref(N);
+  for (const bool exact : {true, false}) {
+    // Inexact solves (1 iteration each way) too: the placement must not change what they give.
+    const LayerParallelOptions equal =
+        exact ? LayerParallelOptions() : LayerParallelOptions::multilevel(3, 2, 1, 1);
+    LayerParallelOptions balanced = equal;
+    balanced.layer_costs(costs);
+    LayerParallel a(MPI_COMM_WORLD, make_network(N), equal);
+    LayerParallel b(MPI_COMM_WORLD, make_network(N), balanced);
+    EXPECT_EQ(b->first_point(), first[static_cast<size_t>(r)]);
+    EXPECT_EQ(b->end_point(), first[static_cast<size_t>(r) + 1]);
+    EXPECT_EQ(b->first_layer(), r == 0 ? 0 : b->first_point() - 1);
+    EXPECT_EQ(b->end_layer(), r == P - 1 ? N : b->end_point() - 1);
+    for (std::uint64_t seed : {1u, 2u}) {
+      const Comparison ca = compare_step(a, ref, make_batch(3, seed));
+      const Comparison cb = compare_step(b, ref, make_batch(3, seed));
+      print(std::string(exact ? "exact" : "1+1 iterations") + ", layers placed by cost", cb);
+      EXPECT_EQ(cb.compared, parameter_tensors(N));
+      if (exact) {
+        EXPECT_LT(cb.loss, 1e-12);
+        EXPECT_LT(cb.output, 1e-12);
+        EXPECT_LT(cb.input_grad, 1e-12);
+        EXPECT_LT(cb.network_grad, 1e-12);
+        continue;
+      }
+      EXPECT_GT(ca.network_grad, 1e-6) << "the inexact solve should differ from backprop";
+      EXPECT_NEAR(cb.loss, ca.loss, 1e-12 + 1e-9 * ca.loss);
+      EXPECT_NEAR(cb.output, ca.output, 1e-12 + 1e-9 * ca.output);
+      EXPECT_NEAR(cb.input_grad, ca.input_grad, 1e-12 + 1e-9 * ca.input_grad);
+      EXPECT_NEAR(cb.network_grad, ca.network_grad, 1e-12 + 1e-9 * ca.network_grad);
+      EXPECT_NEAR(cb.max_param, ca.max_param, 1e-12 + 1e-9 * ca.max_param);
+    }
+  }
+}
+
+TEST(Placement, LayerCostsOfTheWrongLengthOrChangedLaterAreInvalidOptions) {
+  const std::int64_t N = 6;
+  const std::vector<double> ones(static_cast<size_t>(N), 1.0);
+  auto refused = [](const std::function<void()>& body, const std::string& part) {
+    try {
+      body();
+      ADD_FAILURE() << "accepted: " << part;
+    } catch (const weft::InvalidOption& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  refused(
+      [&] {
+        LayerParallel(MPI_COMM_WORLD, make_network(N),
+                      LayerParallelOptions().layer_costs({1, 2, 3}));
+      },
+      "layer_costs has 3 entries for 6 chain layers");
+  refused([] { LayerParallelOptions().layer_costs({1, -1}).validate(); }, "layer_costs[1] = -1");
+  LayerParallel model(MPI_COMM_WORLD, make_network(N), LayerParallelOptions().layer_costs(ones));
+  refused([&] { model->set_options(LayerParallelOptions()); },
+          "set_options cannot change layer_costs");
+  LayerParallelOptions multilevel = LayerParallelOptions::multilevel(2, 2, 1, 1);
+  EXPECT_NO_THROW(model->set_options(multilevel.layer_costs(ones)));
+}
 
 TEST(FewIterations, GradientErrorIsSmallAndTrainingDecreasesTheLoss) {
   torch::set_num_threads(1);

@@ -262,6 +262,32 @@ TEST(Predict, LevelsCoarsenedInSpaceHaveTheirOwnStateSizesAndCosts) {
       2, "--spatial-levels");
 }
 
+// --balance cost prices the layers placed as `weft train --balance cost` places them, and from
+// the same figures equal numbers of layers: the stages network's first stage is the dearer, so
+// cost blocks are never slower (they minimize the largest rank's fine work) and one rank is the
+// same batch either way.
+TEST(Predict, BalanceCostPricesBlocksOfEqualCostBesideEqualNumbers) {
+  const fs::path dir = work_dir();
+  const std::string data = tiny_dataset(dir / "data", 28, 28).string();
+  const json j = predict_json(
+      "predict --threads 1 --repeats 1 --model stages --stage-channels 2,4 --stage-steps 3,3 "
+      "--batch 4 --exact --balance cost --ranks 1,2,4 --data " +
+          data,
+      dir, "balanced");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.at("balance"), "cost");
+  const json& list = j.at("predictions");
+  ASSERT_EQ(list.size(), 3u);
+  for (const json& q : list) ASSERT_TRUE(q.contains("equal_layers_batch_ms")) << q;
+  EXPECT_DOUBLE_EQ(list[0].at("batch_ms").get<double>(),
+                   list[0].at("equal_layers_batch_ms").get<double>());
+  const json plain = predict_json(kTiny + "--data " + data + " --ranks 1,2", dir, "plain");
+  EXPECT_EQ(plain.at("balance"), "layers");
+  EXPECT_FALSE(plain.at("predictions")[0].contains("equal_layers_batch_ms"));
+  expect_one_line(weft(0, kTiny + "--data " + data + " --balance cost --weak 2", dir), 2,
+                  "--balance");
+}
+
 TEST(Predict, MoreRanksThanLayersIsOneLineAndExitTwo) {
   const fs::path dir = work_dir();
   // np 0: a singleton without a launcher (fast); one run on 2 ranks for the collective path.

@@ -138,6 +138,56 @@ TEST_F(StagesTrain, ACheckpointFromTheNetworkWithBiasesBeforeBatchNormIsRefusedI
                                     "convolution biases before batch norm");
 }
 
+// --balance cost: rank 0 times every layer, each rank gets a block of equal measured cost (the
+// first stage's layers are dearer), and the run prints where the layers went. With multilevel
+// solves of one iteration (inexact gradients) the training is that of equal numbers of layers:
+// only where the layers run changes.
+TEST_F(StagesTrain, LayersPlacedByCostTrainLikeEqualNumbersAndSayWhere) {
+  const fs::path dir = work_dir();
+  const std::string args = kSmall + "--epochs 1 --dropout 0.1";
+  for (const int np : {2, 3}) {
+    const std::string at = " (" + std::to_string(np) + " ranks)";
+    const fs::path equal_metrics = dir / ("equal" + std::to_string(np) + ".jsonl");
+    const fs::path cost_metrics = dir / ("cost" + std::to_string(np) + ".jsonl");
+    const std::string run = "train --no-progress --threads 1 " + args + " --metrics ";
+    const Outcome equal = weft(np, run + equal_metrics.string() + " --balance layers", dir);
+    const Outcome cost = weft(np, run + cost_metrics.string() + " --balance cost", dir);
+    ASSERT_EQ(equal.code, 0) << equal.err;
+    ASSERT_EQ(cost.code, 0) << cost.err;
+    EXPECT_NE(equal.out.find("layers per rank: "), std::string::npos) << equal.out;
+    EXPECT_NE(equal.out.find("(equal numbers)"), std::string::npos) << equal.out;
+    EXPECT_NE(cost.out.find("(--balance cost: "), std::string::npos) << cost.out;
+    const auto e = weft::train_test::read_metrics(equal_metrics);
+    const auto c = weft::train_test::read_metrics(cost_metrics);
+    ASSERT_EQ(e.size(), 1u);
+    ASSERT_EQ(c.size(), 1u);
+    expect_relative(c[0]["train_loss"], e[0]["train_loss"], 1e-6, "train loss" + at);
+    expect_relative(c[0]["test_loss"], e[0]["test_loss"], 1e-6, "test loss" + at);
+    EXPECT_EQ(c[0]["test_accuracy"], e[0]["test_accuracy"]) << at;
+  }
+  // Nested iteration: the layers are timed and placed again for the refined network.
+  const std::string grow =
+      "--model stages --stage-channels 4,6 --stage-steps 2,4 --train-size 200 --test-size 100 "
+      "--batch 20 --epochs 2 --grow-depth 2,1 --grow-epochs 1 --exact";
+  const auto e = weft::train_test::train(2, grow + " --balance layers", dir, "grow_equal");
+  const auto c = weft::train_test::train(2, grow + " --balance cost", dir, "grow_cost");
+  ASSERT_EQ(e.size(), 2u);
+  ASSERT_EQ(c.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(c[k]["depth"], e[k]["depth"]);
+    expect_relative(c[k]["train_loss"], e[k]["train_loss"], 1e-6, "grown, train loss");
+    expect_relative(c[k]["test_loss"], e[k]["test_loss"], 1e-6, "grown, test loss");
+  }
+  for (const std::string& bad :
+       {std::string("--balance weight"), std::string("--balance cost --serial"),
+        std::string("--model gru --balance cost")}) {
+    const Outcome r = weft(2, "train --no-progress --train-size 100 --test-size 100 " + bad, dir);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.err;
+    EXPECT_EQ(r.err_lines().size(), 1u) << bad << "\n" << r.err;
+    EXPECT_NE(r.err.find("--balance"), std::string::npos) << bad << "\n" << r.err;
+  }
+}
+
 TEST_F(StagesTrain, BadFlagsAreOneLineAndExitTwoOnEveryRank) {
   const fs::path dir = work_dir();
   const std::vector<std::pair<int, std::string>> cases = {

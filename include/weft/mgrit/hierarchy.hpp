@@ -79,6 +79,12 @@ class Distribution {
   index_t end(int position) const;
   /// Fine-grid block of a rank in the user's numbering: [first, last + 1).
   static index_t block_begin(index_t points, int ranks, int rank);
+  /// Blocks that balance unequal steps (for Options::rank_blocks): `step_costs[k]` is the cost
+  /// of the step into point k + 1 of N + 1 points (N entries, finite, >= 0). Every rank gets at
+  /// least one step, and the largest sum of a rank's step costs is as small as contiguous
+  /// blocks allow (to a relative 1e-12; ties fill the first ranks first). Returns each rank's
+  /// first point (0 for rank 0). Throws InvalidOption for fewer steps than ranks or a bad cost.
+  static std::vector<index_t> balanced_blocks(const std::vector<double>& step_costs, int ranks);
 
  private:
   index_t points_;

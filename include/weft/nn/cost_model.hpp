@@ -82,6 +82,11 @@ struct MeasuredCosts {
   double gradient_bytes = 0;  ///< gru/lstm: the fused all-reduce of the parameter gradients
 };
 
+/// The relative cost of each chain layer that LayerParallelOptions::layer_costs balances:
+/// what every batch evaluates of it on the fine level at least once, its forward step without
+/// and with a graph and its adjoint step on the graph without and with parameter gradients.
+std::vector<double> layer_costs(const MeasuredCosts& m);
+
 /// Message cost between two ranks.
 struct LinkCosts {
   double latency = 0;    ///< seconds

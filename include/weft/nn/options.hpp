@@ -105,8 +105,20 @@ class LayerParallelOptions {
     return *this;
   }
 
+  /// Relative cost of each chain layer (N entries: the steps and transitions in chain order),
+  /// to place the layers by cost: each rank gets a contiguous block of at least one layer, the
+  /// blocks chosen so that the largest sum of costs on one rank is as small as possible
+  /// (mgrit::Distribution::balanced_blocks), and both solves follow them. Empty (the default):
+  /// equal numbers of layers (the solvers' block distribution). Only where the layers run
+  /// changes: outputs and gradients are those of any other placement. Not for Recurrent.
+  LayerParallelOptions& layer_costs(std::vector<double> costs) {
+    layer_costs_ = std::move(costs);
+    return *this;
+  }
+
   const mgrit::Options& forward() const { return forward_; }
   const mgrit::Options& backward() const { return backward_; }
+  const std::vector<double>& layer_costs() const { return layer_costs_; }
   bool cache_graphs() const { return cache_graphs_; }
   bool check_input() const { return check_input_; }
   std::uint64_t seed() const { return seed_; }
@@ -132,6 +144,7 @@ class LayerParallelOptions {
   std::int64_t bucket_bytes_ = 1 << 20;
   std::vector<int> forward_spatial_, backward_spatial_;
   bool spatial_scale_kernels_ = false;
+  std::vector<double> layer_costs_;
 };
 
 /// One line per direction: levels, cfactors, relaxation, iterations, tolerances, ... With

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "weft/nn/cost_model.hpp"
+#include "weft/nn/network.hpp"
 #include "weft/train/options.hpp"
 
 namespace weft::train {
@@ -26,6 +27,16 @@ namespace weft::train {
 /// weft::BadData with LibTorch's message when the model cannot run on such examples.
 nn::MeasuredCosts measure_costs(const TrainerOptions& options,
                                 const std::vector<std::int64_t>& example_shape, int passes);
+
+/// The cost of every chain layer of `network` for nn::LayerParallelOptions::layer_costs
+/// (nn::layer_costs of its fine steps' figures), timed as measure_costs times them (the
+/// median of `repeats` runs each, at options.batch examples of `example_shape`, in training
+/// mode) but without the passes, the rest of the batch or the in-situ factors: seconds on this
+/// process, for the layers' placement at the start of a run. The default random generator is
+/// left as it was. Not collective (a module on MPI_COMM_SELF).
+std::vector<double> measure_layer_costs(const TrainerOptions& options, const nn::Network& network,
+                                        const std::vector<std::int64_t>& example_shape,
+                                        int repeats);
 
 /// The cores this process may run on (its CPU affinity).
 int available_cores();

@@ -10,6 +10,7 @@
 // weft::mpi::collectively); batch_done runs on the hot path and must not throw.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "weft/train/metrics.hpp"
 
@@ -25,6 +26,10 @@ struct RunStarted {
   int replicas = 1;
   bool serial = false;
   int torch_threads = 1;  ///< per rank
+  /// The chain layers each rank of a replica holds (empty: serial or a recurrent model), and
+  /// with TrainerOptions::balance_cost the seconds of measured step cost they add up to.
+  std::vector<std::int64_t> layers_per_rank;
+  std::vector<double> cost_per_rank;
 };
 
 struct EpochStarted {

@@ -30,6 +30,11 @@ struct TrainerOptions {
   bool serial = false;    ///< plain sequential LibTorch on rank 0: the reference
   int data_ranks = 1;     ///< replicas of ranks / data_ranks layer-parallel ranks each
   nn::LayerParallelOptions parallel;
+  /// Place the layers by cost (nn::LayerParallelOptions::layer_costs): at the start and at
+  /// each depth refinement, rank 0 times every chain layer's fine steps at the training batch
+  /// (measure_layer_costs) and every rank builds the model with blocks of equal cost. Off:
+  /// equal numbers of layers per rank. Where the layers run changes, not what they compute.
+  bool balance_cost = false;
   /// MGRIT iterations chosen by the training (iteration_control.hpp): the automatic
   /// directions start from parallel's counts.
   IterationControl iterations;
