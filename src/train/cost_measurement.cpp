@@ -551,7 +551,6 @@ MeasuredCosts measure_pass(const TrainerOptions& c, const std::vector<std::int64
       nn::LayerParallel(MPI_COMM_SELF, build_network(c.model, example), c.parallel));
   chain.module()->train();
   const std::int64_t N = net->steps();
-  m.layers = N;
   const Tensor images = torch::randn(shape);
   const Tensor labels = torch::randint(0, 10, {c.batch}, torch::kInt64);
 
@@ -779,8 +778,11 @@ std::vector<double> measure_layer_costs(const TrainerOptions& options, const nn:
     throw InvalidOption("measure_layer_costs", "repeats",
                         "is " + std::to_string(repeats) + "; accepted: >= 1");
   // The random batch and adjoint seeds must not move the training's own random streams.
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  const Tensor state = generator.get_state();
+  struct RestoreGenerator {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    Tensor state = generator.get_state();
+    ~RestoreGenerator() { generator.set_state(state); }
+  } restore;
   try {
     nn::LayerParallelOptions probe = options.parallel;
     probe.layer_costs({});
@@ -791,14 +793,9 @@ std::vector<double> measure_layer_costs(const TrainerOptions& options, const nn:
     const std::vector<Tensor> x = chain.states(torch::randn(shape));
     MeasuredCosts m;
     measure_chain_layers(chain, x, repeats, m);
-    generator.set_state(state);
     return nn::layer_costs(m);
-  } catch (const c10::Error& e) {
-    generator.set_state(state);
+  } catch (const c10::Error& e) {  // LibTorch's message without its C++ backtrace
     throw BadData(std::string("measuring the layers' costs: ") + e.what_without_backtrace());
-  } catch (...) {
-    generator.set_state(state);
-    throw;
   }
 }
 
