@@ -42,6 +42,21 @@ std::string bytes_text(double bytes) {
   return fmt::format("{:.3g} {}", bytes, units[u]);
 }
 
+// The flags that set the network's size, as the user gave them (--model and its widths, depths).
+std::string size_flags(const train::ModelConfig& m) {
+  const auto list = [](const std::vector<std::int64_t>& values) {
+    std::string text;
+    for (const std::int64_t v : values) text += (text.empty() ? "" : ",") + std::to_string(v);
+    return text;
+  };
+  if (train::is_staged(m))
+    return fmt::format("--model {} --stage-channels {} --stage-steps {}", m.kind,
+                       list(m.stage_channels), list(m.stage_steps));
+  if (train::is_recurrent(m))
+    return fmt::format("--model {} --hidden {} --rnn-layers {}", m.kind, m.hidden, m.rnn_layers);
+  return fmt::format("--channels {} --steps {}", m.channels, m.steps);
+}
+
 }  // namespace
 
 // The library's lower bound of what the busiest rank needs (train::estimate_memory) against
@@ -57,9 +72,10 @@ void check_memory(const TrainConfig& c, const data::ImageSet& train, const data:
   const double have = available_bytes() / here;
   if (e.total() > have)
     throw InvalidOption(fmt::format(
-        "--channels {} --steps {} --batch {} on {} rank(s) need about {} per rank (parameters "
-        "{}, states {}, data {}), more than the {} available per rank; use smaller values",
-        c.model.channels, c.model.steps, c.batch, c.serial ? 1 : ranks, bytes_text(e.total()),
+        "{} --batch {} (evaluation batches of {}) on {} rank(s) need about {} per rank "
+        "(parameters {}, states {}, data {}), more than the {} available per rank; use a smaller "
+        "network, --batch or --eval-batch",
+        size_flags(c.model), c.batch, e.eval_batch, c.serial ? 1 : ranks, bytes_text(e.total()),
         bytes_text(e.parameters), bytes_text(e.states), bytes_text(e.data), bytes_text(have)));
 }
 

@@ -427,6 +427,8 @@ TrainConfig resolve_train(const Flags& f) {
                               "-1 (all) or an integer >= 1", 1LL << 40);
   if (c.train_size == 0) invalid_value("--train-size", "0", "-1 (all) or an integer >= 1");
   if (c.test_size == 0) invalid_value("--test-size", "0", "-1 (all) or an integer >= 1");
+  if (!f.get("--eval-batch", "").empty())
+    c.eval_batch = parse_integer("--eval-batch", f.get("--eval-batch", ""), 1, "an integer >= 1");
   const std::vector<std::string> optimizers = {"sgd", "adam"};
   c.optimizer =
       optimizers[parse_choice("--optimizer", f.get("--optimizer", D::optimizer), optimizers)];
@@ -661,6 +663,9 @@ Subcommand add_train_command(CLI::App& weft) {
                      exact.epochs, stages.epochs, rnn.epochs));
   f->add(*cmd, "--train-size", "INT", "training images to use (default all)");
   f->add(*cmd, "--test-size", "INT", "test images to use (default all)");
+  f->add(*cmd, "--eval-batch", "INT",
+         "test images per evaluation batch after each epoch (default the larger of --batch and "
+         "500)");
   cmd->add_flag("--serial", f->serial, "plain sequential LibTorch training on rank 0 (reference)");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
   cmd->add_flag("--check-images", f->check_images,

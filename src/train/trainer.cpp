@@ -25,6 +25,7 @@
 #include "prefetcher.hpp"
 #include "weft/nn/checkpoint.hpp"
 #include "weft/train/cost_measurement.hpp"
+#include "weft/train/memory_estimate.hpp"
 #include "weft/train/model_zoo.hpp"
 #include "weft/util/clock.hpp"
 #include "weft/util/mpi.hpp"
@@ -150,10 +151,7 @@ struct Trainer::State {
   }
   trace::Settings trace_settings;  ///< the timeline's window (trace_path)
 
-  /// options.eval_batch, or max(batch, 500) when 0.
-  std::int64_t eval_batch() const {
-    return options.eval_batch > 0 ? options.eval_batch : std::max<std::int64_t>(options.batch, 500);
-  }
+  std::int64_t eval_batch() const { return evaluation_batch(options); }
   /// The model at the current depth level (options.model without growth).
   ModelConfig current_model() const {
     return options.growth.active() ? model_at_level(options.model, options.growth, level)

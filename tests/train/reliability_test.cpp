@@ -365,6 +365,14 @@ TEST(Resources, HugeSizesAreRefusedAtOnceWithTheEstimate) {
   expect_one_line(weft(0, "train --data " + data + " --steps 99999999999", dir), 2, "--steps");
   expect_one_line(weft(0, "train --data " + data + " --channels 100000", dir), 2, "--channels");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+  // Other models name their own size flags, and every run names the evaluation batch.
+  const Outcome staged = weft(
+      2, "train --data " + data + " --model stages --stage-channels 4096,4096 --stage-steps 50,50",
+      dir);
+  expect_one_line(staged, 2, "--model stages --stage-channels 4096,4096 --stage-steps 50,50");
+  EXPECT_NE(staged.err.find("(evaluation batches of "), std::string::npos) << staged.err;
+  EXPECT_NE(staged.err.find("--eval-batch"), std::string::npos) << staged.err;
+  expect_one_line(weft(0, "train --data " + data + " --eval-batch 0", dir), 2, "--eval-batch");
 }
 
 // --- 5. collective errors: one line, no MPI_Abort --------------------------------------------

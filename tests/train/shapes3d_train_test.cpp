@@ -55,6 +55,13 @@ TEST(Shapes3dTrain, Conv3dTrainsOnGeneratedVolumesExactAndMultilevelWithMetricsA
   ASSERT_EQ(multilevel.size(), 1u);
   EXPECT_EQ(multilevel[0]["fwd_levels"], 2);
   EXPECT_TRUE(std::isfinite(multilevel[0]["train_loss"].get<double>()));
+  // The evaluation batch changes nothing in the results (batch norm evaluates with its
+  // running statistics): 20 test volumes in batches of 3 against one batch of 20.
+  const auto small_batches = train(2, kTiny + data + "--eval-batch 3", dir, "eval-batch");
+  ASSERT_EQ(small_batches.size(), 1u);
+  weft::train_test::expect_relative(small_batches[0]["test_loss"], exact[0]["test_loss"], 1e-5,
+                                    "test loss, --eval-batch 3 against the default");
+  EXPECT_EQ(small_batches[0]["test_accuracy"], exact[0]["test_accuracy"]);
   const Outcome ev = weft(0, "eval --resume " + ck + " " + data, dir);
   EXPECT_EQ(ev.code, 0) << ev.out << ev.err;
   EXPECT_NE(ev.out.find("20 test images"), std::string::npos) << ev.out;

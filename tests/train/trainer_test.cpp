@@ -631,6 +631,34 @@ TEST(ModelRegistry, ParameterCountsEqualTheBuiltModels) {
   EXPECT_GT(e.states, 0);
   o.serial = true;
   EXPECT_GT(train::estimate_memory(o, {1, 28, 28}, 100, 50, 4).parameters, e.parameters);
+
+  // States at each layer's own size: conv3d 2,4 channels, 2,2 steps on 8^3 volumes has three
+  // layers at 2 x 8^3 floats (two steps and the transition) and two at 4 x 4^3.
+  train::TrainerOptions v;
+  v.model.kind = "conv3d";
+  v.model.stage_channels = {2, 4};
+  v.model.stage_steps = {2, 2};
+  v.batch = 10;
+  const double big = 4.0 * 2 * 512, small = 4.0 * 4 * 64;  // bytes per example
+  const auto states = [&](int ranks) {
+    const train::MemoryEstimate m = train::estimate_memory(v, {1, 8, 8, 8}, 40, 20, ranks);
+    EXPECT_EQ(m.eval_batch, 20) << "max(batch, 500), at most the test set";
+    return m.states / (3 * 10 + 20);
+  };
+  EXPECT_DOUBLE_EQ(states(1), 3 * big + 2 * small + small);  // every layer and the last point
+  EXPECT_DOUBLE_EQ(states(2), 2 * big + big);                // the first rank's two layers
+  v.balance_cost = true;                                     // any placement: the average
+  EXPECT_DOUBLE_EQ(states(2), (3 * big + 2 * small) / 2);
+  v.eval_batch = 3;
+  EXPECT_EQ(train::evaluation_batch(v), 3);
+  EXPECT_DOUBLE_EQ(train::estimate_memory(v, {1, 8, 8, 8}, 40, 20, 2).states,
+                   (3 * big + 2 * small) / 2 * (3 * 10 + 3));
+  v.serial = true;  // all layers for training, the input and output for evaluation
+  EXPECT_DOUBLE_EQ(train::estimate_memory(v, {1, 8, 8, 8}, 40, 20, 2).states,
+                   (3 * big + 3 * small) * 3 * 10 + 2 * big * 3);
+  v.eval_batch = 0;
+  v.batch = 600;
+  EXPECT_EQ(train::evaluation_batch(v), 600);
 }
 
 TEST(Trainer, InvalidOptionsNameTheirField) {
