@@ -69,10 +69,11 @@ MemoryEstimate estimate_memory(const TrainerOptions& o, const std::vector<std::i
     const std::vector<double> bytes =
         layer_state_bytes(o.model, kind, chain, pixels, shape.empty() ? 0 : shape.size() - 1);
     const double total = std::accumulate(bytes.begin(), bytes.end(), 0.0);
-    serial_eval_states = 2 * *std::max_element(bytes.begin(), bytes.end());
+    const double largest = *std::max_element(bytes.begin(), bytes.end());
+    serial_eval_states = 2 * largest;
     if (o.balance_cost && parts > 1) {
       // Any placement: some rank holds at least the average, and one rank the largest layer.
-      rank_states = std::max(total / parts, *std::max_element(bytes.begin(), bytes.end()));
+      rank_states = std::max(total / parts, largest);
     } else {
       // Equal numbers: the first rank holds at least floor(N / P) layers, the largest states.
       const auto held = static_cast<std::ptrdiff_t>(std::max<std::int64_t>(1, chain / parts));

@@ -372,6 +372,13 @@ TEST(Resources, HugeSizesAreRefusedAtOnceWithTheEstimate) {
   expect_one_line(staged, 2, "--model stages --stage-channels 4096,4096 --stage-steps 50,50");
   EXPECT_NE(staged.err.find("(evaluation batches of "), std::string::npos) << staged.err;
   EXPECT_NE(staged.err.find("--eval-batch"), std::string::npos) << staged.err;
+  // --eval-batch reaches the estimate (the tiny test set has more than 7 images).
+  const Outcome seven = weft(0,
+                             "train --data " + data +
+                                 " --model stages --stage-channels 4096,4096 --stage-steps 50,50 "
+                                 "--eval-batch 7",
+                             dir);
+  expect_one_line(seven, 2, "(evaluation batches of 7)");
   expect_one_line(weft(0, "train --data " + data + " --eval-batch 0", dir), 2, "--eval-batch");
 }
 
