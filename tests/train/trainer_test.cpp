@@ -757,9 +757,13 @@ TEST(CostMeasurement, BusySlowdownIsOneAloneAndRefusesMoreCoresThanThisMachineHa
   if (cores >= 2) {
     const std::vector<double> two = train::measure_busy_slowdown(o, {1, 8, 8}, {2, 1}, 1);
     ASSERT_EQ(two.size(), 2u);
-    EXPECT_GT(two[0], 0.2);  // bounds for noise: a step of microseconds on a loaded machine
-    EXPECT_LT(two[0], 50.0);
     EXPECT_DOUBLE_EQ(two[1], 1.0);
+    // Bounds for noise (a step of microseconds on a loaded machine), where the two timed
+    // threads of every rank have cores: with more ranks than that the ratio times the others.
+    if (2 * world_size() <= cores) {
+      EXPECT_GT(two[0], 0.2);
+      EXPECT_LT(two[0], 50.0);
+    }
   }
   for (int busy : {cores + 1, 0}) try {
       train::measure_busy_slowdown(o, {1, 8, 8}, {busy}, 1);
