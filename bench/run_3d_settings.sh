@@ -32,8 +32,14 @@ setting[L3cf4f3]="3 1 --fwd-levels 3 --bwd-levels 3"
 setting[L3cf4b2]="2 2 --fwd-levels 3 --bwd-levels 3"
 setting[L2cf4]="2 1 --fwd-levels 2 --bwd-levels 2"
 setting[L2cf4sp]="2 1 --fwd-levels 2 --bwd-levels 2 --spatial-levels 0,1"
+setting[L3cf4bsp]="2 1 --fwd-levels 3 --bwd-levels 3 --bwd-spatial-levels 0,1,1"  # adjoint only
 setting[L3cf2]="2 1 --fwd-levels 3 --bwd-levels 3 --fwd-cf 2 --bwd-cf 2"
 setting[L4cf2]="2 1 --fwd-levels 4 --bwd-levels 4 --fwd-cf 2 --bwd-cf 2"
+# The same with batch norm on the coarse spatial grids normalising by the restricted states' own
+# statistics (as before --spatial-bn-stats running became the default)
+for name in L3cf4sp L2cf4sp; do
+  setting[${name}own]="${setting[$name]} --spatial-bn-stats own"
+done
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(L3cf4sp L3cf4 L2cf4 L3cf2)
 for name in "${names[@]}"; do

@@ -494,15 +494,24 @@ TrainConfig resolve_train(const Flags& f) {
                                     interpolations)],
         "weft train");
   c.parallel.forward(solver_options(f, "fwd", recipe)).backward(solver_options(f, "bwd", recipe));
-  if (f.options.at("--spatial-levels")->count() > 0) {
+  const SpatialTexts spatial{f.get("--spatial-levels", ""), f.get("--fwd-spatial-levels", ""),
+                             f.get("--bwd-spatial-levels", "")};
+  if (!spatial.both.empty() || !spatial.forward.empty() || !spatial.backward.empty()) {
     auto given = [&](const char* flag) {
       GivenNrelax g{flag, f.get(flag, ""), 0};
       if (!g.text.empty())
         g.count = static_cast<int>(parse_int_list(flag, g.text, 0, "integers >= 0").size());
       return g;
     };
-    apply_spatial_levels(f.text.at("--spatial-levels"), c, given("--fwd-nrelax"),
-                         given("--bwd-nrelax"));
+    apply_spatial_levels(spatial, c, given("--fwd-nrelax"), given("--bwd-nrelax"));
+  } else if (!f.get("--spatial-bn-stats", "").empty()) {
+    invalid_value("--spatial-bn-stats", f.get("--spatial-bn-stats", ""),
+                  "a value used with --spatial-levels (none given)");
+  }
+  if (!f.get("--spatial-bn-stats", "").empty()) {
+    const std::vector<std::string> statistics = {"running", "own"};
+    c.parallel.spatial_running_statistics(
+        parse_choice("--spatial-bn-stats", f.get("--spatial-bn-stats", ""), statistics) == 0);
   }
   c.parallel.validate();
   resolve_iteration_control(f, c);
@@ -635,6 +644,15 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
   f->add(*cmd, "--spatial-levels", "0|1,...",
          "one 0/1 per level (both directions): 1 where that level's states are coarsened in "
          "space (stride 2) relative to the level above; convolutional models (default none)");
+  f->add(*cmd, "--fwd-spatial-levels", "0|1,...",
+         "as --spatial-levels for the forward solve alone (one per --fwd-levels level); "
+         "replaces --spatial-levels there");
+  f->add(*cmd, "--bwd-spatial-levels", "0|1,...",
+         "as --spatial-levels for the adjoint solve alone (one per --bwd-levels level); "
+         "replaces --spatial-levels there");
+  f->add(*cmd, "--spatial-bn-stats", "running|own",
+         "batch norm in steps on levels coarsened in space: the layer's running statistics "
+         "(running, the default) or those of the restricted states (own)");
   cmd->add_flag("--warm-start", f->warm_start,
                 "start each batch's MGRIT solves from the previous batch's states");
   f->add(*cmd, "--balance", "layers|cost",

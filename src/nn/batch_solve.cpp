@@ -233,6 +233,14 @@ BatchSolve::BatchSolve(MPI_Comm comm, const Chain& chain, const Placement& place
 void BatchSolve::configure(const LayerParallelOptions& options) {
   options_ = options;
   evaluator_.scale_kernels(options.spatial_scale_kernels());
+  auto coarsened = [](const std::vector<int>& flags) {
+    for (int f : flags)
+      if (f > 0) return true;
+    return false;
+  };
+  evaluator_.running_statistics_when_coarsened(
+      options.spatial_running_statistics() &&
+      (coarsened(options.forward_spatial()) || coarsened(options.backward_spatial())));
   reset();
 }
 

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 
+#include <functional>
 #include <mutex>
 #include <utility>
 
@@ -120,6 +121,70 @@ class KernelScaleGuard {
   std::vector<std::pair<Tensor*, Tensor>> swapped_;
 };
 
+using Statistics = std::vector<std::pair<Tensor, Tensor>>;
+
+/// Calls f(module) for every batch-norm module of m, in modules() order.
+template <class F>
+void for_each_batch_norm(torch::nn::Module& m, F&& f) {
+  for (const auto& sub : m.modules(/*include_self=*/true)) {
+    torch::nn::Module* p = sub.get();
+    if (auto* b1 = dynamic_cast<torch::nn::BatchNorm1dImpl*>(p))
+      f(*b1);
+    else if (auto* b2 = dynamic_cast<torch::nn::BatchNorm2dImpl*>(p))
+      f(*b2);
+    else if (auto* b3 = dynamic_cast<torch::nn::BatchNorm3dImpl*>(p))
+      f(*b3);
+  }
+}
+
+/// Copies of the running statistics of a module's training-mode batch-norm modules (before the
+/// first batch their initial values: mean 0, variance 1); undefined pairs where a module has
+/// none or is in eval mode (those keep their own behaviour).
+Statistics running_statistics(torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  Statistics out;
+  for_each_batch_norm(m, [&out](auto& bn) {
+    if (bn.is_training() && bn.running_mean.defined() && bn.running_var.defined())
+      out.emplace_back(bn.running_mean.clone(), bn.running_var.clone());
+    else
+      out.emplace_back();
+  });
+  return out;
+}
+
+/// For one evaluation, the batch-norm modules given statistics run in eval mode on them: the
+/// running-statistics members are swapped (never written), and mode and members are restored
+/// afterwards. Constructed after BufferGuard, destroyed before it.
+class StatisticsGuard {
+ public:
+  StatisticsGuard(torch::nn::Module& m, const Statistics& statistics) {
+    size_t k = 0;
+    for_each_batch_norm(m, [&](auto& bn) {
+      if (k < statistics.size() && statistics[k].first.defined()) apply(bn, statistics[k]);
+      ++k;
+    });
+  }
+  ~StatisticsGuard() {
+    for (auto& restore : restore_) restore();
+  }
+  StatisticsGuard(const StatisticsGuard&) = delete;
+  StatisticsGuard& operator=(const StatisticsGuard&) = delete;
+
+ private:
+  template <class BatchNorm>
+  void apply(BatchNorm& bn, const std::pair<Tensor, Tensor>& statistics) {
+    restore_.push_back([&bn, mean = bn.running_mean, var = bn.running_var] {
+      bn.running_mean = mean;
+      bn.running_var = var;
+      bn.train(true);
+    });
+    bn.running_mean = statistics.first;
+    bn.running_var = statistics.second;
+    bn.train(false);
+  }
+  std::vector<std::function<void()>> restore_;
+};
+
 /// Nothing but `t` refers to its memory, so an in-place write is seen by no one else.
 /// Gradients from autograd are usually fresh, but one that passed through an operation
 /// unchanged may be the caller's λ or a view of it.
@@ -150,9 +215,23 @@ Tensor LayerEvaluator::layer(std::int64_t n, const Tensor& x, bool updates_buffe
   Layer& m = bank_.at(n);
   const bool training = training_ && m.ptr()->is_training();
   StreamGuard stream(training, x.device(), layer_stream_seed(seed_, batch_, n));
-  BufferGuard buffers(training && !updates_buffers && bank_.has_buffers(n), *m.ptr());
+  const bool buffers = bank_.has_buffers(n);
+  const bool running = running_when_coarsened_ && training && buffers;
+  // The batch's start values, before the final sweep (on the owner) updates them.
+  if (running && updates_buffers) batch_start_statistics(n);
+  const Statistics* statistics = running && depth > 0 ? &batch_start_statistics(n) : nullptr;
+  BufferGuard buffer_guard(training && !updates_buffers && buffers, *m.ptr());
   KernelScaleGuard kernels(scale_kernels_ ? depth : 0, *m.ptr());
+  if (!statistics) return m.forward(x);
+  StatisticsGuard normalise(*m.ptr(), *statistics);
   return m.forward(x);
+}
+
+const Statistics& LayerEvaluator::batch_start_statistics(std::int64_t n) {
+  auto it = running_statistics_.find(n);
+  if (it == running_statistics_.end())
+    it = running_statistics_.emplace(n, running_statistics(*bank_.at(n).ptr())).first;
+  return it->second;
 }
 
 Tensor LayerEvaluator::step_from(std::int64_t n, const Tensor& x, const Tensor& y) const {

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,7 @@ class LayerEvaluator {
     seed_ = seed;
     batch_ = batch;
     training_ = training;
+    running_statistics_.clear();
   }
 
   /// Where evaluations are counted (nullptr: nowhere) and the level of the steps that follow.
@@ -88,6 +90,10 @@ class LayerEvaluator {
                     std::vector<torch::Tensor>* param_grads, bool* built, int depth = 0);
   /// Rescale 3x3(x3) convolution kernels on coarse spatial grids (see layer()).
   void scale_kernels(bool on) { scale_kernels_ = on; }
+  /// In training mode, batch norm on coarse spatial grids normalises with the running
+  /// statistics the layer had when the batch began
+  /// (LayerParallelOptions::spatial_running_statistics).
+  void running_statistics_when_coarsened(bool on) { running_when_coarsened_ = on; }
 
  private:
   LayerBank& bank_;
@@ -102,6 +108,14 @@ class LayerEvaluator {
   std::int64_t batch_ = 0;
   bool training_ = false;
   bool scale_kernels_ = false;
+  bool running_when_coarsened_ = false;
+  /// Per layer, per batch-norm module (modules() order): its running mean and variance at the
+  /// batch's start, copied at the layer's first coarse evaluation in the batch or before the
+  /// final sweep updates them; undefined where the module has none to offer.
+  std::unordered_map<std::int64_t, std::vector<std::pair<torch::Tensor, torch::Tensor>>>
+      running_statistics_;
+  const std::vector<std::pair<torch::Tensor, torch::Tensor>>& batch_start_statistics(
+      std::int64_t n);
   std::vector<std::pair<double, torch::Tensor>> factors_;
 };
 

@@ -123,7 +123,8 @@ std::string flags_text(const std::vector<int>& flags) {
 std::string spatial_text(const LayerParallelOptions& o) {
   if (o.forward_spatial().empty() && o.backward_spatial().empty()) return "";
   return "\nspatial levels: forward " + flags_text(o.forward_spatial()) + ", backward " +
-         flags_text(o.backward_spatial());
+         flags_text(o.backward_spatial()) + "; batch norm there: " +
+         (o.spatial_running_statistics() ? "running statistics" : "own statistics");
 }
 
 std::string describe(mgrit::Options o) {

@@ -381,6 +381,108 @@ TEST(CoarseAdjointGraphs, AreBuiltOncePerBatchAndGiveTheGradientsOfRebuildingThe
 }
 
 // ------------------------------------------------------------------------------------------
+// Batch norm on levels coarsened in space (LayerParallelOptions::spatial_running_statistics)
+
+/// One stage of 2-D steps conv - batch norm - tanh - conv - batch norm.
+Network make_batch_norm_network(const Shape& s) {
+  Network net = make_network(s);
+  net.stages.front().step = [s](std::int64_t n) -> Layer {
+    torch::manual_seed(3000 + static_cast<std::uint64_t>(n));
+    const std::int64_t c = s.channels.front();
+    tnn::Sequential q(conv(2, c, c, 1), tnn::BatchNorm2d(c), tnn::Tanh(), conv(2, c, c, 1),
+                      tnn::BatchNorm2d(c));
+    q->to(torch::kFloat64);
+    return q;
+  };
+  return net;
+}
+
+/// The last of `batches` training batches (each input scaled differently, so the running
+/// statistics move): the output (on its owner) and the gradient of every local parameter.
+struct LastBatch {
+  Tensor output;
+  std::vector<std::pair<std::string, Tensor>> grads;
+};
+LastBatch train_batches(LayerParallel& model, const Shape& s, int batches) {
+  const Tensor labels = torch::tensor({1, 2, 0, 1}, torch::kInt64);
+  auto ce = [&](const Tensor& logits) {
+    return torch::nn::functional::cross_entropy(logits, labels);
+  };
+  LastBatch last;
+  for (int b = 0; b < batches; ++b) {
+    for (auto& p : model->parameters()) p.mutable_grad() = Tensor();
+    last.output = model->forward(input_of(s, 4) * (1.0 + 0.5 * b) + 0.2 * b);
+    model->loss(last.output, ce).backward();
+  }
+  for (const auto& p : model->named_parameters())
+    if (p.value().grad().defined()) last.grads.emplace_back(p.key(), p.value().grad());
+  EXPECT_FALSE(last.grads.empty());
+  return last;
+}
+
+/// The worst relative difference over all ranks of outputs and of the gradients `a` has.
+double difference(LayerParallel& a_model, const LastBatch& a, const LastBatch& b) {
+  double worst = a_model->owns_output() ? rel(a.output, b.output) : 0.0;
+  for (const auto& [name, grad] : a.grads)
+    for (const auto& [other, ref] : b.grads)
+      if (name == other) worst = std::max(worst, rel(grad, ref));
+  return allreduce_max(worst);
+}
+
+LayerParallelOptions one_cycle_in_space(bool running) {
+  LayerParallelOptions o = LayerParallelOptions::multilevel(3, 2, 1, 1);
+  o.spatial_levels({0, 1, 1});
+  return o.spatial_running_statistics(running);
+}
+
+TEST(SpatialBatchNorm, RunningStatisticsReplaceTheRestrictedStatesOwnFromTheFirstBatch) {
+  // With one cycle the coarse steps' normalisation shows in the output and the gradients, at
+  // the first batch (initial running statistics) and later ones; in exact mode the choice is
+  // not used at all.
+  const Shape s{2, 8, {8}, {2}};
+  for (int batches : {1, 2}) {
+    LayerParallel running(MPI_COMM_WORLD, make_batch_norm_network(s), one_cycle_in_space(true));
+    LayerParallel own(MPI_COMM_WORLD, make_batch_norm_network(s), one_cycle_in_space(false));
+    const LastBatch a = train_batches(running, s, batches);
+    const LastBatch b = train_batches(own, s, batches);
+    EXPECT_GT(difference(running, a, b), 1e-6) << batches << " batches";
+  }
+  LayerParallel exact_running(MPI_COMM_WORLD, make_batch_norm_network(s),
+                              LayerParallelOptions().spatial_running_statistics(true));
+  LayerParallel exact_own(MPI_COMM_WORLD, make_batch_norm_network(s),
+                          LayerParallelOptions().spatial_running_statistics(false));
+  const LastBatch a = train_batches(exact_running, s, 2);
+  const LastBatch b = train_batches(exact_own, s, 2);
+  EXPECT_EQ(difference(exact_running, a, b), 0.0);
+}
+
+TEST(SpatialBatchNorm, CoarseStepsAreTheSameAtEveryRankCount) {
+  // Ghost copies of a layer (coarse steps that start on another rank) must normalise with the
+  // statistics its owner uses: those at the batch's start, not those the owner's final sweep
+  // has updated by the time of the adjoint. Each rank also runs the whole network alone; one
+  // cycle each way, third batch.
+  const Shape s{2, 8, {8}, {2}};
+  for (bool running : {true, false}) {
+    LayerParallel spread(MPI_COMM_WORLD, make_batch_norm_network(s), one_cycle_in_space(running));
+    LayerParallel alone(MPI_COMM_SELF, make_batch_norm_network(s), one_cycle_in_space(running));
+    const LastBatch a = train_batches(spread, s, 3);
+    const LastBatch b = train_batches(alone, s, 3);
+    EXPECT_LE(difference(spread, a, b), 1e-12) << (running ? "running" : "own");
+  }
+}
+
+TEST(SpatialBatchNorm, AConvergedSolveEqualsExactMode) {
+  const Shape s{2, 8, {8}, {2}};
+  LayerParallel model(MPI_COMM_WORLD, make_batch_norm_network(s), converged(3, {0, 1, 1}));
+  LayerParallel exact(MPI_COMM_WORLD, make_batch_norm_network(s), LayerParallelOptions());
+  const LastBatch a = train_batches(model, s, 2);
+  const LastBatch b = train_batches(exact, s, 2);
+  EXPECT_LE(difference(model, a, b), 1e-10);
+  EXPECT_TRUE(model->statistics().forward.result.converged);
+  EXPECT_TRUE(model->statistics().backward.result.converged);
+}
+
+// ------------------------------------------------------------------------------------------
 // Bad input: InvalidOption on every rank, naming the problem
 
 void expect_invalid(const std::function<void()>& f, const std::string& part) {

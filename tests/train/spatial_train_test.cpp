@@ -3,8 +3,10 @@
 // to coarsen): one line, exit 2, on every rank count.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "cli_runner.hpp"
 #include "tiny_data.hpp"
@@ -64,6 +66,85 @@ TEST(SpatialLevelsFlag, AStateTooSmallToCoarsenIsAUsageErrorOnEveryRank) {
                              "--spatial-levels 0,1,1",
                          dir);
   expect_one_line(r, 2, "spatial size 3");
+}
+
+// One cycle each way on a small 3-D network with batch norm (8^3 volumes, two stages of 4
+// steps, 2 levels, cf 2), at 2 ranks: the train loss after the first batch of 5 (a forward's
+// loss) and after all 4 batches, for extra flags. Each call writes its own metrics.
+class ShortRuns {
+ public:
+  ShortRuns() : dir_(work_dir()), data_(dir_ / "shapes") {
+    const Outcome r = weft(
+        0, "data shapes3d --size 8 --train-size 20 --test-size 10 --out " + data_.string(), dir_);
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+  std::pair<double, double> losses(const std::string& extra) {
+    const std::string args = "--data " + data_.string() +
+                             " --model conv3d --stage-channels 2,4 --stage-steps 4,4 --batch 5 "
+                             "--epochs 1 --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 "
+                             "--fwd-iters 1 --bwd-iters 1 --seed 3 " +
+                             extra;
+    const std::string name = std::to_string(++runs_);
+    const auto first = train(2, args + " --train-size 5", dir_, "first" + name);
+    const auto all = train(2, args, dir_, "all" + name);
+    EXPECT_EQ(first.size(), 1u);
+    EXPECT_EQ(all.size(), 1u);
+    return {first.empty() ? 0.0 : first[0]["train_loss"].get<double>(),
+            all.empty() ? 0.0 : all[0]["train_loss"].get<double>()};
+  }
+  /// `weft train` at np ranks with a one-stage network and `flags`.
+  Outcome refused(int np, const std::string& flags) const {
+    return weft(np,
+                "train --no-progress --threads 1 --epochs 1 --batch 10 --data " + data_.string() +
+                    " --model conv3d --stage-channels 2 --stage-steps 4 --fwd-levels 2 "
+                    "--bwd-levels 3 " +
+                    flags,
+                dir_);
+  }
+
+ private:
+  fs::path dir_, data_;
+  int runs_ = 0;
+};
+
+// --fwd-spatial-levels and --bwd-spatial-levels set one solve each: the first batch's loss
+// changes with the forward's list only, later ones with either; --spatial-levels L is both
+// lists L, and a per-direction list replaces it in its direction.
+TEST(SpatialLevelsFlag, PerDirectionListsSetOneSolveEach) {
+  ShortRuns runs;
+  const auto none = runs.losses("");
+  const auto adjoint = runs.losses("--bwd-spatial-levels 0,1");
+  const auto forward = runs.losses("--fwd-spatial-levels 0,1");
+  const auto both = runs.losses("--spatial-levels 0,1");
+  const auto each = runs.losses("--fwd-spatial-levels 0,1 --bwd-spatial-levels 0,1");
+  const auto replaced = runs.losses("--spatial-levels 0,1 --fwd-spatial-levels 0,0");
+  EXPECT_EQ(adjoint.first, none.first);
+  EXPECT_NE(adjoint.second, none.second);
+  EXPECT_NE(forward.first, none.first);
+  EXPECT_EQ(each, both);
+  EXPECT_EQ(replaced, adjoint);
+  expect_one_line(runs.refused(2, "--fwd-spatial-levels 0,1,1"), 2,
+                  "option --fwd-spatial-levels: '0,1,1' is invalid (3 values for 2 levels)");
+  expect_one_line(runs.refused(1, "--bwd-spatial-levels 1,0,0"), 2,
+                  "option --bwd-spatial-levels: '1,0,0' is invalid (level 0 is the fine grid");
+}
+
+// --spatial-bn-stats reaches the library: the running statistics (the default) and the
+// restricted states' own give different losses from the first batch on; the flag's bad input is
+// one line, exit 2.
+TEST(SpatialBatchNormFlag, ChoosesTheCoarseStepsStatisticsAndRefusesBadInput) {
+  ShortRuns runs;
+  const auto running = runs.losses("--spatial-levels 0,1");
+  const auto given = runs.losses("--spatial-levels 0,1 --spatial-bn-stats running");
+  const auto own = runs.losses("--spatial-levels 0,1 --spatial-bn-stats own");
+  EXPECT_EQ(given, running);
+  EXPECT_GT(std::abs(own.first - running.first), 1e-6 * std::abs(running.first));
+  EXPECT_GT(std::abs(own.second - running.second), 1e-6 * std::abs(running.second));
+  expect_one_line(runs.refused(2, "--spatial-levels 0,1,1 --spatial-bn-stats fine"), 2,
+                  "option --spatial-bn-stats: 'fine' is invalid");
+  expect_one_line(runs.refused(1, "--spatial-bn-stats own"), 2,
+                  "option --spatial-bn-stats: 'own' is invalid; accepted: a value used with "
+                  "--spatial-levels");
 }
 
 }  // namespace

@@ -65,7 +65,9 @@
 //   evaluation normalizes with the statistics of the batch it is applied to, and the running
 //   statistics change exactly once per batch, at the forward solve's final fine sweep (whose
 //   states the gradients use); every other evaluation (coarse levels, ghost copies, iterations,
-//   adjoint re-evaluations) leaves the module's buffers as they were. With buffers present the
+//   adjoint re-evaluations) leaves the module's buffers as they were. On levels coarsened in
+//   space steps normalise with the running statistics of the batch's start instead
+//   (LayerParallelOptions::spatial_running_statistics). With buffers present the
 //   forward's final sweep is F then C, so every layer is evaluated once at its final input.
 // - Dropout (any layer drawing random numbers): in training mode every evaluation of chain
 //   layer n within one batch draws from a generator seeded by layer_stream_seed(seed, batch, n)

@@ -105,6 +105,21 @@ class LayerParallelOptions {
     return *this;
   }
 
+  /// Batch norm on levels coarsened in space (on, the default): in training mode a coarse step
+  /// there normalises with the layer's running statistics as they stood when the batch began
+  /// (the module's eval mode), not with those of its restricted states. Restriction averages
+  /// neighbouring voxels, so a restricted state's statistics differ from the fine state's (its
+  /// variance is smaller), and normalising it by its own makes the coarse step a different
+  /// function from the fine step it stands for. Before the first batch the running statistics
+  /// are their initial values (mean 0, variance 1), which still serve far better than the
+  /// restricted states' own; a module that tracks none uses its own. Off: every evaluation uses
+  /// the statistics of its own states. Only coarse steps change: a converged solve, and exact
+  /// mode, are the same.
+  LayerParallelOptions& spatial_running_statistics(bool on) {
+    spatial_running_statistics_ = on;
+    return *this;
+  }
+
   /// Relative cost of each chain layer (N entries: the steps and transitions in chain order),
   /// to place the layers by cost: each rank gets a contiguous block of at least one layer, the
   /// blocks chosen so that the largest sum of costs on one rank is as small as possible
@@ -126,6 +141,7 @@ class LayerParallelOptions {
   const std::vector<int>& forward_spatial() const { return forward_spatial_; }
   const std::vector<int>& backward_spatial() const { return backward_spatial_; }
   bool spatial_scale_kernels() const { return spatial_scale_kernels_; }
+  bool spatial_running_statistics() const { return spatial_running_statistics_; }
 
   /// What the forward / adjoint solver actually runs with (the user's options plus the
   /// overrides listed above).
@@ -144,6 +160,7 @@ class LayerParallelOptions {
   std::int64_t bucket_bytes_ = 1 << 20;
   std::vector<int> forward_spatial_, backward_spatial_;
   bool spatial_scale_kernels_ = false;
+  bool spatial_running_statistics_ = true;
   std::vector<double> layer_costs_;
 };
 
