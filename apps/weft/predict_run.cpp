@@ -289,9 +289,12 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
       }
       m = train::measure_costs(c, shape, p.repeats);
       contention = measure_contention(p, predicted_counts(p, m.layers), m.threads);
-    } catch (const InvalidOption& e) {  // the library's option, as its flag
+    } catch (const InvalidOption& e) {  // the library's option, as the flags given for it
+      std::string flags;
+      for (const char* flag : {"--spatial-levels", "--fwd-spatial-levels", "--bwd-spatial-levels"})
+        if (c.given.count(flag)) flags += (flags.empty() ? "" : ", ") + std::string(flag);
       error = std::make_exception_ptr(e.option() == "spatial_levels"
-                                          ? InvalidOption("option --spatial-levels: " + e.detail())
+                                          ? InvalidOption("option " + flags + ": " + e.detail())
                                           : e);
     } catch (...) {
       error = std::current_exception();

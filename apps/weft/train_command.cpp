@@ -496,6 +496,8 @@ TrainConfig resolve_train(const Flags& f) {
   c.parallel.forward(solver_options(f, "fwd", recipe)).backward(solver_options(f, "bwd", recipe));
   const SpatialTexts spatial{f.get("--spatial-levels", ""), f.get("--fwd-spatial-levels", ""),
                              f.get("--bwd-spatial-levels", "")};
+  for (const char* flag : {"--spatial-levels", "--fwd-spatial-levels", "--bwd-spatial-levels"})
+    if (!f.get(flag, "").empty()) c.given.insert(flag);  // errors found later name them
   if (!spatial.both.empty() || !spatial.forward.empty() || !spatial.backward.empty()) {
     auto given = [&](const char* flag) {
       GivenNrelax g{flag, f.get(flag, ""), 0};

@@ -165,7 +165,10 @@ void ConsoleReport::epoch_done(const train::EpochDone& e) {
         m.fwd_iterations.value_or(0), m.fwd_iterations_max.value_or(0),
         m.bwd_iterations.value_or(0), m.bwd_iterations_max.value_or(0),
         static_cast<long long>(m.gradient_checks.value_or(0)),
-        m.gradient_error ? fmt::format(", gradient error {:.3g}", *m.gradient_error).c_str() : "",
+        m.gradient_error ? fmt::format(", gradient error {:.3g} (chain layers {:.3g})",
+                                       *m.gradient_error, m.gradient_error_layers.value_or(0))
+                               .c_str()
+                         : "",
         static_cast<long long>(m.fallbacks.value_or(0)), m.control_ms.value_or(0));
   if (m.gradient_diagnostics) {
     auto value = [](const std::optional<double>& v) {

@@ -33,7 +33,8 @@ struct TrainConfig : train::TrainerOptions {
   std::int64_t test_size = -1;
   std::string metrics_path;
   /// The flags given on the command line among those a checkpoint fixes (--channels, --steps,
-  /// --T, --open, --seed, --optimizer): with --resume each must match the checkpoint.
+  /// --T, --open, --seed, --optimizer): with --resume each must match the checkpoint. Also the
+  /// spatial-level flags given, which errors found later (weft predict's) name.
   std::set<std::string> given;
   bool progress = true;
   /// --check-images: decode every image file once before training (each rank a share), so that

@@ -262,6 +262,8 @@ def test_iterations_chosen_by_the_training_are_checked_and_reported(comm):
     assert epoch["fwd_iterations_max"] <= 3 and epoch["bwd_iterations_max"] <= 3
     assert epoch["fallbacks"] >= 0 and epoch["step_evaluations"] > 0
     assert same_everywhere(comm, epoch["gradient_error"])
+    assert epoch["gradient_error_layers"] >= 0  # the steps' parameters alone
+    assert same_everywhere(comm, epoch["gradient_error_layers"])
     assert "fwd_unskipped_fraction" not in epoch  # whole iterations (the default)
     assert "gradient_noise" not in epoch  # no diagnostics (the default)
     # The solves skip (the default): half steps, whose share of batches is reported; with the

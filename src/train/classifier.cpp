@@ -64,6 +64,18 @@ torch::nn::Module& Classifier::module() {
                  : static_cast<torch::nn::Module&>(*parallel_);
 }
 
+std::vector<bool> Classifier::chain_parameters() {
+  std::vector<bool> chain;
+  for (const auto& item : module().named_parameters()) {
+    const std::string& name = item.key();
+    auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+    // The layer-parallel network's chain layers are "step_N" and "transition_N"
+    // (nn::detail::Chain::layer_name); the recurrent model's ends are its "head" alone.
+    chain.push_back(recurrent_ ? !starts("head.") : starts("step_") || starts("transition_"));
+  }
+  return chain;
+}
+
 const nn::SolveReport* Classifier::solve_report(bool forward) {
   if (recurrent_ && !serial_) {
     const auto& s = recurrent_->recurrent()->statistics();

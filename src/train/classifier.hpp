@@ -40,6 +40,10 @@ class Classifier {
   /// Random streams continue from batch `b` (resume).
   void set_batch_index(std::int64_t b);
   torch::nn::Module& module();
+  /// For each of module().parameters(), in order: whether it belongs to a layer the MGRIT
+  /// solves run over (a step or transition layer; the recurrent model's cells), not to the
+  /// open or close layer or the recurrent model's head.
+  std::vector<bool> chain_parameters();
   /// The last batch's MGRIT solves on this rank (none for the sequential reference).
   const nn::SolveReport* solve_report(bool forward);
   /// The recurrent model is replicated: rank 0 of the layer communicator saves it alone, over

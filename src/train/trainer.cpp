@@ -128,6 +128,8 @@ struct Trainer::State {
     std::int64_t exact_steps = 0;  ///< step evaluations of the exact recomputations, this rank
     /// Batches, and those whose forward (adjoint) solve ran without skip by a half step.
     std::int64_t batches = 0, forward_unskipped = 0, backward_unskipped = 0;
+    /// The checks' relative gradient errors over the chain layers' parameters alone.
+    std::vector<double> layer_errors;
     /// IterationControl::diagnostics: the checks' sampling noises and error persistences.
     std::vector<double> noises, persistences;
   } tally;
@@ -482,7 +484,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
       double sums[2] = {b.loss * static_cast<double>(mine), b.correct};
       trace::Span reduce("allreduce", "mpi", trace::Kind::Reduce);
       reduce.reduction(data, sizeof(sums));
-      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, data),
+      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, data),
                  "MPI_Allreduce (batch loss)");
       b.loss = sums[0] / static_cast<double>(n);
       b.correct = sums[1];
@@ -585,6 +587,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     m.fallbacks = tally.fallbacks;
     m.gradient_checks = static_cast<std::int64_t>(tally.errors.size());
     m.gradient_error = mean(tally.errors);
+    m.gradient_error_layers = mean(tally.layer_errors);
     // A direction has a share where it has half steps: where the controller chooses its skip.
     auto fraction = [&](std::int64_t n, std::optional<bool> skips) {
       return skips.has_value() && tally.batches > 0
@@ -757,18 +760,31 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
                          model->solve_report(false)->statistics.total_steps();
     model->set_solver_options(solver);
     if (check) {
-      double sums[2] = {0, 0};  // ‖g − g*‖², ‖g*‖² over this rank's parameters
+      // ‖g − g*‖², ‖g*‖² over this rank's parameters, then over its chain layers' alone
+      double sums[4] = {0, 0, 0, 0};
+      const std::vector<bool> chain = model->chain_parameters();
       std::vector<torch::Tensor> errors(params.size());
       for (std::size_t i = 0; i < params.size(); ++i) {
         const torch::Tensor exact = params[i].grad();
         if (!exact.defined()) continue;
         errors[i] = approximate[i].defined() ? approximate[i] - exact : -exact;
-        sums[0] += errors[i].pow(2).sum().item<double>();
-        sums[1] += exact.pow(2).sum().item<double>();
+        const double error_squared = errors[i].pow(2).sum().item<double>();
+        const double exact_squared = exact.pow(2).sum().item<double>();
+        sums[0] += error_squared;
+        sums[1] += exact_squared;
+        if (chain.at(i)) {
+          sums[2] += error_squared;
+          sums[3] += exact_squared;
+        }
       }
-      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm),
+      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, comm),
                  "MPI_Allreduce (gradient error)");
-      const double error = sums[1] > 0 ? std::sqrt(sums[0] / sums[1]) : (sums[0] > 0 ? 1.0 : 0.0);
+      auto relative = [](double error_squared, double exact_squared) {
+        return exact_squared > 0 ? std::sqrt(error_squared / exact_squared)
+                                 : (error_squared > 0 ? 1.0 : 0.0);
+      };
+      const double error = relative(sums[0], sums[1]);
+      if (sums[3] > 0 || sums[2] > 0) tally.layer_errors.push_back(relative(sums[2], sums[3]));
       if (control.diagnostics) {
         const std::array<int, 4> setting = {
             forward.max_iterations(), static_cast<int>(forward.effective_initial_phase()),

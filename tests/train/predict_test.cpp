@@ -251,15 +251,19 @@ TEST(Predict, LevelsCoarsenedInSpaceHaveTheirOwnStateSizesAndCosts) {
     for (const char* figure : {"forward_ms", "adjoint_build_ms", "restriction_ms"})
       for (const json& ms : depth1.at(figure)) EXPECT_GT(ms.get<double>(), 0.0) << figure;
   }
-  // 10 -> 5: a second restriction has an odd side.
+  // 10 -> 5: a second restriction has an odd side. The error names the flag that was given.
   const std::string odd = tiny_dataset(dir / "odd", 10, 10).string();
-  expect_one_line(
-      weft(0,
-           "predict --threads 1 --steps 8 --channels 2 --batch 4 --repeats 1 --data " + odd +
-               " --fwd-levels 3 --bwd-levels 3 --fwd-cf 2 --bwd-cf 2 "
-               "--spatial-levels 0,1,1",
-           dir),
-      2, "--spatial-levels");
+  for (const std::string flag : {"--spatial-levels", "--bwd-spatial-levels"}) {
+    const Outcome r =
+        weft(0,
+             "predict --threads 1 --steps 8 --channels 2 --batch 4 --repeats 1 --data " + odd +
+                 " --fwd-levels 3 --bwd-levels 3 --fwd-cf 2 --bwd-cf 2 " + flag + " 0,1,1",
+             dir);
+    expect_one_line(r, 2, "option " + flag + ": depth 2");
+    if (flag != "--spatial-levels") {
+      EXPECT_EQ(r.err.find("--spatial-levels"), std::string::npos) << r.err;
+    }
+  }
 }
 
 // --balance cost prices the layers placed as `weft train --balance cost` places them, and from

@@ -215,6 +215,7 @@ TEST(AutoIterations, AreChosenByTheTrainingAndReported) {
   EXPECT_LE(m["bwd_unskipped_fraction"].get<double>(), 1.0);
   EXPECT_EQ(m["gradient_checks"], 4);  // 20 images, batches of 5, each checked
   EXPECT_TRUE(m["gradient_error"].is_number());
+  EXPECT_TRUE(m["gradient_error_layers"].is_number());
   EXPECT_TRUE(m["fallbacks"].is_number_integer());
   EXPECT_LE(m["fwd_iterations_max"].get<double>(), 3.0);
   EXPECT_LE(m["bwd_iterations_max"].get<double>(), 3.0);

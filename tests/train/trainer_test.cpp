@@ -225,6 +225,37 @@ TEST(Trainer, AutomaticIterationsCheckedEveryBatchTrainLikeExactMode) {
   }
 }
 
+// The checks' error over the chain layers alone (EpochMetrics::gradient_error_layers) is summed
+// over the ranks that hold them: a run at 2 or 3 ranks reports what the same training reports
+// on one rank (MPI_COMM_SELF). With one iteration it is not zero, and it is not the whole
+// gradient's error, which the open and close layers (the recurrent model's head) enter too.
+TEST(Trainer, ChecksReportTheChainLayersErrorOverEveryRank) {
+  train::TrainerOptions stages = automatic_options();
+  stages.model.kind = "stages";
+  stages.model.stage_channels = {2, 4};
+  stages.model.stage_steps = {4, 4};
+  train::TrainerOptions gru = automatic_options();
+  gru.model.kind = "gru";
+  gru.model.hidden = 4;
+  for (train::TrainerOptions o : {stages, gru}) {
+    SCOPED_TRACE(o.model.kind);
+    o.iterations.min_iterations = o.iterations.max_iterations = 1;
+    o.iterations.check_every = 1;
+    const auto world = fit(o);
+    const auto alone = fit(o, MPI_COMM_SELF);
+    ASSERT_EQ(world->epochs.size(), 2u);
+    for (size_t e = 0; e < 2; ++e) {
+      const train::EpochMetrics& m = world->epochs[e];
+      const train::EpochMetrics& a = alone->epochs[e];
+      ASSERT_TRUE(m.gradient_error && m.gradient_error_layers && a.gradient_error_layers);
+      expect_relative(*m.gradient_error_layers, *a.gradient_error_layers, 1e-6, "chain layers");
+      expect_relative(*m.gradient_error, *a.gradient_error, 1e-6, "all parameters");
+      EXPECT_GT(*m.gradient_error_layers, 1e-3);
+      EXPECT_GT(std::abs(*m.gradient_error_layers - *m.gradient_error), 1e-3 * *m.gradient_error);
+    }
+  }
+}
+
 // A tolerance the first iterations miss: the checks raise the counts (within their bound) until
 // the gradient is exact to round-off or nearly so, and more iterations cost more evaluations.
 // With half steps (the solver skips, the default) the raises go by half an iteration.

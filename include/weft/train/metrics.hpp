@@ -39,6 +39,10 @@ struct EpochMetrics {
   /// no check ran), and the time of the exact recomputations [ms, the epoch's total].
   std::optional<std::int64_t> fallbacks, gradient_checks;
   std::optional<double> gradient_error, control_ms;
+  /// The same error over the chain layers' parameters alone (the layers MGRIT solves over:
+  /// not the open and close layers, whose gradients are often most of the norm and which the
+  /// forward solve alone decides); none when no check ran.
+  std::optional<double> gradient_error_layers;
   /// With half steps (iteration_control.hpp, rule 4): the fraction of the epoch's batches
   /// whose forward (adjoint) solve ran without skip; none in a direction without half steps.
   std::optional<double> fwd_unskipped, bwd_unskipped;
