@@ -45,6 +45,10 @@ setting[L4cf2]="2 1 --fwd-levels 4 --bwd-levels 4 --fwd-cf 2 --bwd-cf 2"
 for name in L3cf4sp L2cf4sp; do
   setting[${name}own]="${setting[$name]} --spatial-bn-stats own"
 done
+# The same with Galerkin coarse kernels (R K P) on the levels coarse in space
+for name in L3cf4sp L3cf4bsp L3cf4bspf1; do
+  setting[${name}gal]="${setting[$name]} --spatial-kernels galerkin"
+done
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(L3cf4sp L3cf4 L2cf4 L3cf2)
 for name in "${names[@]}"; do

@@ -244,11 +244,14 @@ void run_case(const Case& c, int rank, int rounds) {
 
   // Gradient error with the few iterations used in training: 2 levels, cf 2.
   const char* variants[] = {"no spatial", "spatial 0,1, same kernels",
-                            "spatial 0,1, scaled kernels"};
+                            "spatial 0,1, moment-scaled kernels", "spatial 0,1, galerkin kernels"};
+  const weft::nn::SpatialKernels kernels[] = {
+      weft::nn::SpatialKernels::same, weft::nn::SpatialKernels::same,
+      weft::nn::SpatialKernels::moments, weft::nn::SpatialKernels::galerkin};
   for (int iters : {1, 2})
-    for (int v : {0, 1, 2}) {
+    for (int v : {0, 1, 2, 3}) {
       auto o = hierarchy(2, 2, iters, iters, v ? std::vector<int>{0, 1} : std::vector<int>{});
-      o.spatial_scale_kernels(v == 2);
+      o.spatial_kernels(kernels[v]);
       LayerParallel m(MPI_COMM_WORLD, make_network(c), o);
       const auto [g, out] = errors(m, exact, x, labels);
       if (rank == 0)

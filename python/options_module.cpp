@@ -176,7 +176,10 @@ void bind_options(py::module_& m) {
   py::class_<LP>(m, "Options",
                  "Options of weft.LayerParallel (weft::nn::LayerParallelOptions): Options() or "
                  "Options.exact() is exact mode; Options.multilevel(levels, cf, fwd_iters, "
-                 "bwd_iters); per direction .forward(MgritOptions) and .backward(MgritOptions)")
+                 "bwd_iters); per direction .forward(MgritOptions) and .backward(MgritOptions); "
+                 "spatial coarsening of convolutional networks: .spatial_levels(forward, "
+                 "backward=None), .spatial_kernels('same'|'moments'|'galerkin'), "
+                 ".spatial_running_statistics(bool) (docs/training.md §2)")
       .def(py::init<>())
       .def_static("exact", &LP::exact)
       .def_static("multilevel", &LP::multilevel, py::arg("levels"), py::arg("cf"),
@@ -200,6 +203,31 @@ void bind_options(py::module_& m) {
             return o.layer_costs(std::move(costs));
           },
           self)
+      .def("spatial_levels",
+           [](const LP& o) { return py::make_tuple(o.forward_spatial(), o.backward_spatial()); })
+      .def(
+          "spatial_levels",
+          [](LPSelf o, std::vector<int> forward,
+             std::optional<std::vector<int>> backward) -> LPSelf {
+            std::vector<int> b = backward ? *backward : forward;
+            return o.spatial_levels(std::move(forward), std::move(b));
+          },
+          py::arg("forward"), py::arg("backward") = py::none(), self,
+          "one 0/1 per level: 1 where that level's states are coarsened in space (stride 2) "
+          "relative to the level above; backward defaults to forward")
+      .def("spatial_kernels",
+           [](const LP& o) { return std::string(nn::to_string(o.spatial_kernels())); })
+      .def(
+          "spatial_kernels",
+          [](LPSelf o, const std::string& name) -> LPSelf {
+            return o.spatial_kernels(nn::spatial_kernels_from(name, "weft.Options"));
+          },
+          self, "same, moments or galerkin: 3x3(x3) kernels on levels coarsened in space")
+      .def("spatial_running_statistics",
+           py::overload_cast<>(&LP::spatial_running_statistics, py::const_))
+      .def(
+          "spatial_running_statistics",
+          [](LPSelf o, bool on) -> LPSelf { return o.spatial_running_statistics(on); }, self)
       .def("seed", py::overload_cast<>(&LP::seed, py::const_))
       .def(
           "seed", [](LPSelf o, std::uint64_t value) -> LPSelf { return o.seed(value); }, self)

@@ -74,8 +74,25 @@ class ScriptLayer final : public PythonLayer {
     torch::nn::Module::train(on);
     script_.train(on);
   }
+  void use_coarse_kernels(const KernelMap& map) override {
+    for (torch::jit::Module sub : script_.modules()) {
+      const auto type = sub.type()->name();
+      const std::string name = type ? type->name() : "";
+      if ((name != "Conv2d" && name != "Conv3d") || !sub.hasattr("weight")) continue;
+      const Tensor w = sub.attr("weight").toTensor();
+      Tensor c = map(w);
+      if (c.is_same(w)) continue;
+      swapped_.emplace_back(sub, w);
+      sub.setattr("weight", std::move(c));
+    }
+  }
+  void restore_kernels() override {
+    for (auto& [sub, w] : swapped_) sub.setattr("weight", w);
+    swapped_.clear();
+  }
 
  private:
+  std::vector<std::pair<torch::jit::Module, Tensor>> swapped_;
   static void register_tree(torch::nn::Module& into, const torch::jit::Module& from) {
     for (const auto& p : from.named_parameters(/*recurse=*/false))
       into.register_parameter(p.name, p.value, p.value.requires_grad());
@@ -116,6 +133,30 @@ class EagerLayer final : public PythonLayer {
     py::gil_scoped_acquire gil;
     module().attr("train")(on);
   }
+  // The kernel in the module's _parameters is replaced for the evaluation (what F.conv2d reads
+  // through self.weight), as torch.func's functional calls do; the Parameter is put back after.
+  void use_coarse_kernels(const KernelMap& map) override {
+    py::gil_scoped_acquire gil;
+    const py::module_ nn = py::module_::import("torch.nn");
+    const py::object conv2d = nn.attr("Conv2d"), conv3d = nn.attr("Conv3d");
+    for (py::handle sub : module().attr("modules")()) {
+      if (!py::isinstance(sub, conv2d) && !py::isinstance(sub, conv3d)) continue;
+      py::dict parameters = sub.attr("_parameters");
+      if (!parameters.contains("weight")) continue;
+      py::object w = parameters["weight"];
+      if (!THPVariable_Check(w.ptr())) continue;
+      const Tensor t = THPVariable_Unpack(w.ptr());
+      Tensor c = map(t);
+      if (c.is_same(t)) continue;
+      parameters["weight"] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(c)));
+      swapped_.emplace_back(std::move(parameters), std::move(w));
+    }
+  }
+  void restore_kernels() override {
+    py::gil_scoped_acquire gil;
+    for (auto& [parameters, w] : swapped_) parameters["weight"] = w;
+    swapped_.clear();
+  }
 
  private:
   static void register_tree(torch::nn::Module& into, const py::object& from) {
@@ -137,6 +178,7 @@ class EagerLayer final : public PythonLayer {
       into.register_module(name, child);
     }
   }
+  std::vector<std::pair<py::dict, py::object>> swapped_;  ///< _parameters, its Parameter
 };
 
 /// What a factory returned, as a weft layer; called with the GIL held.

@@ -22,6 +22,7 @@
 #include <string>
 #include <utility>
 
+#include "weft/nn/coarse_kernels.hpp"
 #include "weft/nn/network.hpp"
 #include "weft/util/error.hpp"
 
@@ -64,8 +65,9 @@ class Failures {
 };
 
 /// A module from Python (its parameters and buffers registered under their Python names) with
-/// a forward that never throws.
-class PythonLayer : public torch::nn::Module {
+/// a forward that never throws. Its torch.nn.Conv2d/Conv3d submodules take the coarse kernels of
+/// LayerParallelOptions::spatial_kernels (SwapsCoarseKernels).
+class PythonLayer : public torch::nn::Module, public nn::SwapsCoarseKernels {
  public:
   PythonLayer(py::object module, std::string what, std::shared_ptr<Failures> failures)
       : module_(std::move(module)), what_(std::move(what)), failures_(std::move(failures)) {}

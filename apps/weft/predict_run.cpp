@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "predict.hpp"
+#include "spatial_flags.hpp"
 #include "train_command.hpp"
 #include "weft/train/cost_measurement.hpp"
 #include "weft/train/model_registry.hpp"
@@ -291,7 +292,7 @@ int run_prediction(const PredictConfig& p, MPI_Comm comm) {
       contention = measure_contention(p, predicted_counts(p, m.layers), m.threads);
     } catch (const InvalidOption& e) {  // the library's option, as the flags given for it
       std::string flags;
-      for (const char* flag : {"--spatial-levels", "--fwd-spatial-levels", "--bwd-spatial-levels"})
+      for (const char* flag : kSpatialLevelFlags)
         if (c.given.count(flag)) flags += (flags.empty() ? "" : ", ") + std::string(flag);
       error = std::make_exception_ptr(e.option() == "spatial_levels"
                                           ? InvalidOption("option " + flags + ": " + e.detail())

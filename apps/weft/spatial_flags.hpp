@@ -1,11 +1,16 @@
 #pragma once
 // `weft train --spatial-levels LIST` (spatial_flags.cpp): which MGRIT levels coarsen in space;
 // --fwd-spatial-levels and --bwd-spatial-levels set one direction.
+#include <array>
 #include <string>
 
 #include "training.hpp"
 
 namespace weft::cli {
+
+/// The flags that choose levels coarse in space, for messages naming those given.
+inline constexpr std::array<const char*, 3> kSpatialLevelFlags{
+    "--spatial-levels", "--fwd-spatial-levels", "--bwd-spatial-levels"};
 
 /// Models whose step states are images (4-D or 5-D tensors), where spatial coarsening applies.
 bool is_convolutional(const ModelConfig& model);

@@ -496,9 +496,11 @@ TrainConfig resolve_train(const Flags& f) {
   c.parallel.forward(solver_options(f, "fwd", recipe)).backward(solver_options(f, "bwd", recipe));
   const SpatialTexts spatial{f.get("--spatial-levels", ""), f.get("--fwd-spatial-levels", ""),
                              f.get("--bwd-spatial-levels", "")};
-  for (const char* flag : {"--spatial-levels", "--fwd-spatial-levels", "--bwd-spatial-levels"})
+  for (const char* flag : kSpatialLevelFlags)
     if (!f.get(flag, "").empty()) c.given.insert(flag);  // errors found later name them
-  if (!spatial.both.empty() || !spatial.forward.empty() || !spatial.backward.empty()) {
+  const bool coarse_in_space =
+      !spatial.both.empty() || !spatial.forward.empty() || !spatial.backward.empty();
+  if (coarse_in_space) {
     auto given = [&](const char* flag) {
       GivenNrelax g{flag, f.get(flag, ""), 0};
       if (!g.text.empty())
@@ -506,14 +508,20 @@ TrainConfig resolve_train(const Flags& f) {
       return g;
     };
     apply_spatial_levels(spatial, c, given("--fwd-nrelax"), given("--bwd-nrelax"));
-  } else if (!f.get("--spatial-bn-stats", "").empty()) {
-    invalid_value("--spatial-bn-stats", f.get("--spatial-bn-stats", ""),
-                  "a value used with --spatial-levels (none given)");
   }
+  for (const char* flag : {"--spatial-bn-stats", "--spatial-kernels"})
+    if (!coarse_in_space && !f.get(flag, "").empty())
+      invalid_value(flag, f.get(flag, ""), "a value used with --spatial-levels (none given)");
   if (!f.get("--spatial-bn-stats", "").empty()) {
     const std::vector<std::string> statistics = {"running", "own"};
     c.parallel.spatial_running_statistics(
         parse_choice("--spatial-bn-stats", f.get("--spatial-bn-stats", ""), statistics) == 0);
+  }
+  if (!f.get("--spatial-kernels", "").empty()) {
+    const std::vector<std::string> kernels = {"same", "moments", "galerkin"};
+    c.parallel.spatial_kernels(nn::spatial_kernels_from(
+        kernels[parse_choice("--spatial-kernels", f.get("--spatial-kernels", ""), kernels)],
+        "weft train"));
   }
   c.parallel.validate();
   resolve_iteration_control(f, c);
@@ -655,6 +663,10 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
   f->add(*cmd, "--spatial-bn-stats", "running|own",
          "batch norm in steps on levels coarsened in space: the layer's running statistics "
          "(running, the default) or those of the restricted states (own)");
+  f->add(*cmd, "--spatial-kernels", "same|moments|galerkin",
+         "3x3(x3) convolution kernels on levels coarsened in space: the fine ones (same, the "
+         "default), moments rescaled for the coarser spacing (moments), or the Galerkin product "
+         "of restriction, the fine kernel and interpolation (galerkin)");
   cmd->add_flag("--warm-start", f->warm_start,
                 "start each batch's MGRIT solves from the previous batch's states");
   f->add(*cmd, "--balance", "layers|cost",

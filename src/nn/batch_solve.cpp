@@ -232,7 +232,7 @@ BatchSolve::BatchSolve(MPI_Comm comm, const Chain& chain, const Placement& place
 
 void BatchSolve::configure(const LayerParallelOptions& options) {
   options_ = options;
-  evaluator_.scale_kernels(options.spatial_scale_kernels());
+  evaluator_.coarse_kernels(options.spatial_kernels());
   auto coarsened = [](const std::vector<int>& flags) {
     for (int f : flags)
       if (f > 0) return true;

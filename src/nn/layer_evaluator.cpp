@@ -6,9 +6,11 @@
 
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "spatial.hpp"
+#include "weft/nn/coarse_kernels.hpp"
 #include "weft/nn/network.hpp"
 
 namespace weft::nn {
@@ -92,33 +94,47 @@ class BufferGuard {
   std::vector<Tensor> buffers_, saved_;
 };
 
-/// On a grid 2^depth times coarser, the 3x3(x3) convolutions of a module use rescaled kernels
-/// (scaled_kernel) for one evaluation: the kernel members are swapped, not written, so graphs
-/// recorded earlier keep the originals.
-class KernelScaleGuard {
+/// On a grid coarser in space, the 3x3(x3) convolutions of a module use coarse kernels
+/// (`coarse`: a weight's kernel there) for one evaluation: the kernel members are swapped, not
+/// written, so graphs recorded earlier keep the originals. Layers that hold their convolutions
+/// elsewhere (SwapsCoarseKernels: the Python module's) swap their own.
+class CoarseKernelGuard {
  public:
-  KernelScaleGuard(int depth, torch::nn::Module& m) {
-    if (depth <= 0) return;
+  using Map = SwapsCoarseKernels::KernelMap;
+  CoarseKernelGuard(torch::nn::Module& m, Map coarse) : coarse_(std::move(coarse)) {
     torch::NoGradGuard no_grad;
-    for (const auto& sub : m.modules(/*include_self=*/true)) {
-      if (auto* c = dynamic_cast<torch::nn::Conv2dImpl*>(sub.get())) swap(c->weight, depth);
-      if (auto* c = dynamic_cast<torch::nn::Conv3dImpl*>(sub.get())) swap(c->weight, depth);
+    try {
+      for (const auto& sub : m.modules(/*include_self=*/true)) {
+        if (auto* c = dynamic_cast<torch::nn::Conv2dImpl*>(sub.get())) swap(c->weight);
+        if (auto* c = dynamic_cast<torch::nn::Conv3dImpl*>(sub.get())) swap(c->weight);
+        if (auto* s = dynamic_cast<SwapsCoarseKernels*>(sub.get())) {
+          swappers_.push_back(s);  // first: what it swapped before failing is put back too
+          s->use_coarse_kernels(coarse_);
+        }
+      }
+    } catch (...) {  // no destructor runs for a guard that was never built
+      restore();
+      throw;
     }
   }
-  ~KernelScaleGuard() {
-    for (auto& [slot, value] : swapped_) *slot = value;
-  }
-  KernelScaleGuard(const KernelScaleGuard&) = delete;
-  KernelScaleGuard& operator=(const KernelScaleGuard&) = delete;
+  ~CoarseKernelGuard() { restore(); }
+  CoarseKernelGuard(const CoarseKernelGuard&) = delete;
+  CoarseKernelGuard& operator=(const CoarseKernelGuard&) = delete;
 
  private:
-  void swap(Tensor& weight, int depth) {
-    for (std::int64_t d = 2; d < weight.dim(); ++d)
-      if (weight.size(d) != 3) return;
-    swapped_.emplace_back(&weight, weight);
-    weight = scaled_kernel(weight, depth);
+  void restore() {
+    for (auto& [slot, value] : swapped_) *slot = value;
+    for (SwapsCoarseKernels* s : swappers_) s->restore_kernels();
   }
+  void swap(Tensor& weight) {
+    Tensor c = coarse_(weight);
+    if (c.is_same(weight)) return;
+    swapped_.emplace_back(&weight, weight);
+    weight = std::move(c);
+  }
+  Map coarse_;
   std::vector<std::pair<Tensor*, Tensor>> swapped_;
+  std::vector<SwapsCoarseKernels*> swappers_;
 };
 
 using Statistics = std::vector<std::pair<Tensor, Tensor>>;
@@ -221,10 +237,26 @@ Tensor LayerEvaluator::layer(std::int64_t n, const Tensor& x, bool updates_buffe
   if (running && updates_buffers) batch_start_statistics(n);
   const Statistics* statistics = running && depth > 0 ? &batch_start_statistics(n) : nullptr;
   BufferGuard buffer_guard(training && !updates_buffers && buffers, *m.ptr());
-  KernelScaleGuard kernels(scale_kernels_ ? depth : 0, *m.ptr());
+  std::optional<CoarseKernelGuard> kernels;
+  if (depth > 0 && kernels_ != SpatialKernels::same)
+    kernels.emplace(*m.ptr(),
+                    [this, depth](const Tensor& w) { return coarse_kernel_of(w, depth); });
   if (!statistics) return m.forward(x);
   StatisticsGuard normalise(*m.ptr(), *statistics);
   return m.forward(x);
+}
+
+Tensor LayerEvaluator::coarse_kernel_of(const Tensor& weight, int depth) {
+  if (weight.dim() < 4) return weight;
+  for (std::int64_t d = 2; d < weight.dim(); ++d)
+    if (weight.size(d) != 3) return weight;
+  CoarseKernel& entry = coarse_kernel_cache_[{weight.unsafeGetTensorImpl(), depth}];
+  if (!entry.kernel.defined() || entry.version != weight._version()) {
+    entry.weight = weight;  // keeps the key's tensor alive
+    entry.version = weight._version();
+    entry.kernel = coarse_kernel(weight, depth, kernels_);
+  }
+  return entry.kernel;
 }
 
 const Statistics& LayerEvaluator::batch_start_statistics(std::int64_t n) {

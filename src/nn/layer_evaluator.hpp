@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -62,6 +63,16 @@ class LayerEvaluator {
     batch_ = batch;
     training_ = training;
     running_statistics_.clear();
+    coarse_kernel_cache_.clear();
+  }
+  /// begin_batch, keeping the coarse kernels computed so far when seed, batch and mode are those
+  /// of the batch begun last (ChainProbe begins the module's batch at every call; a weight
+  /// changed in place still gets new kernels, see coarse_kernel_of).
+  void resume_batch(std::uint64_t seed, std::int64_t batch, bool training) {
+    const bool same = seed == seed_ && batch == batch_ && training == training_;
+    auto kept = std::move(coarse_kernel_cache_);
+    begin_batch(seed, batch, training);
+    if (same) coarse_kernel_cache_ = std::move(kept);
   }
 
   /// Where evaluations are counted (nullptr: nowhere) and the level of the steps that follow.
@@ -69,8 +80,8 @@ class LayerEvaluator {
   void at_level(int level) { level_ = level; }
 
   /// L_n(x) for one layer (F_n or G_n), without a graph. `depth` > 0: x lives on a grid 2^depth
-  /// times coarser in space; with `scale_kernels` the layer's 3x3(x3) convolutions then use
-  /// rescaled kernels (spatial.hpp: scaled_kernel).
+  /// times coarser in space; the layer's 3x3(x3) convolutions then use the kernels set by
+  /// coarse_kernels (spatial.hpp: coarse_kernel).
   torch::Tensor layer(std::int64_t n, const torch::Tensor& x, bool updates_buffers, int depth = 0);
   /// The step from point a to point b > a at x, without a graph: one layer when b = a + 1, the
   /// composition of Chain::segments otherwise.
@@ -88,8 +99,8 @@ class LayerEvaluator {
                     const torch::Tensor& lambda, Graph& graph, bool retain_graph,
                     const std::vector<torch::Tensor>* params,
                     std::vector<torch::Tensor>* param_grads, bool* built, int depth = 0);
-  /// Rescale 3x3(x3) convolution kernels on coarse spatial grids (see layer()).
-  void scale_kernels(bool on) { scale_kernels_ = on; }
+  /// The 3x3(x3) convolution kernels on coarse spatial grids (see layer()).
+  void coarse_kernels(SpatialKernels kernels) { kernels_ = kernels; }
   /// In training mode, batch norm on coarse spatial grids normalises with the running
   /// statistics the layer had when the batch began
   /// (LayerParallelOptions::spatial_running_statistics).
@@ -107,13 +118,23 @@ class LayerEvaluator {
   std::uint64_t seed_ = 0;
   std::int64_t batch_ = 0;
   bool training_ = false;
-  bool scale_kernels_ = false;
+  SpatialKernels kernels_ = SpatialKernels::same;
   bool running_when_coarsened_ = false;
   /// Per layer, per batch-norm module (modules() order): its running mean and variance at the
   /// batch's start, copied at the layer's first coarse evaluation in the batch or before the
   /// final sweep updates them; undefined where the module has none to offer.
   std::unordered_map<std::int64_t, std::vector<std::pair<torch::Tensor, torch::Tensor>>>
       running_statistics_;
+  /// Per convolution weight and depth: the coarse kernel (kernels_) and the weight's version it
+  /// was computed from; one einsum costs more than a coarse convolution, so each is computed
+  /// once per batch (the weights do not change within one).
+  struct CoarseKernel {
+    torch::Tensor weight, kernel;
+    std::int64_t version = -1;
+  };
+  std::map<std::pair<const void*, int>, CoarseKernel> coarse_kernel_cache_;
+  /// The coarse kernel of `weight` (3x3(x3); others unchanged) at `depth`, from the cache.
+  torch::Tensor coarse_kernel_of(const torch::Tensor& weight, int depth);
   const std::vector<std::pair<torch::Tensor, torch::Tensor>>& batch_start_statistics(
       std::int64_t n);
   std::vector<std::pair<double, torch::Tensor>> factors_;

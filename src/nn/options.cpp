@@ -9,6 +9,25 @@
 
 namespace weft::nn {
 
+const char* to_string(SpatialKernels kernels) {
+  switch (kernels) {
+    case SpatialKernels::moments:
+      return "moments";
+    case SpatialKernels::galerkin:
+      return "galerkin";
+    case SpatialKernels::same:
+      break;
+  }
+  return "same";
+}
+
+SpatialKernels spatial_kernels_from(const std::string& name, const std::string& where) {
+  for (SpatialKernels k : {SpatialKernels::same, SpatialKernels::moments, SpatialKernels::galerkin})
+    if (name == to_string(k)) return k;
+  throw InvalidOption(where, "spatial_kernels",
+                      "'" + name + "' is invalid; accepted: same, moments, galerkin");
+}
+
 LayerParallelOptions::LayerParallelOptions() {
   forward_.max_levels(1);
   backward_.max_levels(1);
@@ -124,7 +143,8 @@ std::string spatial_text(const LayerParallelOptions& o) {
   if (o.forward_spatial().empty() && o.backward_spatial().empty()) return "";
   return "\nspatial levels: forward " + flags_text(o.forward_spatial()) + ", backward " +
          flags_text(o.backward_spatial()) + "; batch norm there: " +
-         (o.spatial_running_statistics() ? "running statistics" : "own statistics");
+         (o.spatial_running_statistics() ? "running statistics" : "own statistics") +
+         "; kernels there: " + to_string(o.spatial_kernels());
 }
 
 std::string describe(mgrit::Options o) {

@@ -24,8 +24,9 @@ std::vector<int> SpatialProbe::depths(const std::vector<int>& flags, int levels)
 std::string SpatialProbe::why_not_coarsenable(const std::vector<std::int64_t>& shape) {
   return detail::why_not_coarsenable(shape);
 }
-torch::Tensor SpatialProbe::scaled_kernel(const torch::Tensor& weight, int depth) {
-  return detail::scaled_kernel(weight, depth);
+torch::Tensor SpatialProbe::coarse_kernel(const torch::Tensor& weight, int depth,
+                                          SpatialKernels kernels) {
+  return detail::coarse_kernel(weight, depth, kernels);
 }
 
 CellProbe::CellProbe(CellKind kind, std::int64_t layers, double implicit_step,
@@ -102,7 +103,7 @@ detail::Graph& graph_of(std::unique_ptr<detail::Graph>& g) {
 
 /// The evaluator as a batch of the module would set it up: its random streams, no counting.
 detail::LayerEvaluator& ready(detail::Core& c) {
-  c.evaluator.begin_batch(c.opts.seed(), c.batch_index, c.owner.is_training());
+  c.evaluator.resume_batch(c.opts.seed(), c.batch_index, c.owner.is_training());
   c.evaluator.count_into(nullptr);
   c.evaluator.at_level(0);
   return c.evaluator;

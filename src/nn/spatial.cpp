@@ -32,18 +32,24 @@ std::vector<std::int64_t> coarsened_shape(std::vector<std::int64_t> shape) {
   return shape;
 }
 
-Tensor scaled_kernel(const Tensor& weight, int depth) {
+Tensor coarse_kernel(const Tensor& weight, int depth, SpatialKernels kernels) {
+  if (kernels == SpatialKernels::same || depth <= 0) return weight;
   torch::NoGradGuard no_grad;
-  // k' = V^-1 diag(1, 1/2, 1/4) V k with V the moments (rows 1, j, j^2 over j = -1, 0, 1).
+  // Per dimension k' = A k. moments: A = V^-1 diag(1, 1/2, 1/4) V with V the moments (rows 1,
+  // j, j^2 over j = -1, 0, 1). galerkin: the coarse point's weights on its three neighbours of
+  // R K P, summed over the fine points each coarse neighbour reaches.
+  const std::vector<double> moments{3.0 / 8, 0.0,      -1.0 / 8, 3.0 / 4, 1.0,
+                                    3.0 / 4, -1.0 / 8, 0.0,      3.0 / 8};
+  const std::vector<double> galerkin{1.0 / 2, 1.0 / 8, 0.0,     1.0 / 2, 3.0 / 4,
+                                     1.0 / 2, 0.0,     1.0 / 8, 1.0 / 2};
   const Tensor a =
-      torch::tensor({3.0 / 8, 0.0, -1.0 / 8, 3.0 / 4, 1.0, 3.0 / 4, -1.0 / 8, 0.0, 3.0 / 8},
-                    weight.options())
+      torch::tensor(kernels == SpatialKernels::moments ? moments : galerkin, weight.options())
           .view({3, 3});
-  Tensor w = weight;
-  for (int level = 0; level < depth; ++level)
-    w = weight.dim() == 4 ? torch::einsum("pr,qs,oirs->oipq", {a, a, w})
-                          : torch::einsum("pr,qs,tu,oirsu->oipqt", {a, a, a, w});
-  return w;
+  // All dimensions at once: the kernel's taps (row-major) times A ⊗ A (⊗ A), one matmul.
+  const Tensor m = weight.dim() == 4 ? torch::kron(a, a) : torch::kron(torch::kron(a, a), a);
+  Tensor map = m;
+  for (int level = 1; level < depth; ++level) map = torch::matmul(m, map);
+  return torch::matmul(weight.reshape({-1, m.size(0)}), map.t()).view(weight.sizes());
 }
 
 const Tensor& SpatialTransfer::kernel(const Tensor& like, double scale) {

@@ -19,6 +19,8 @@
 #include <tuple>
 #include <vector>
 
+#include "weft/nn/options.hpp"
+
 namespace weft::nn::detail {
 
 /// depth[l] for levels 0..levels-1 (flags empty: all 0; levels beyond the flags: the last).
@@ -29,11 +31,17 @@ std::string why_not_coarsenable(const std::vector<std::int64_t>& shape);
 /// The restricted shape (every spatial side halved).
 std::vector<std::int64_t> coarsened_shape(std::vector<std::int64_t> shape);
 
-/// A 3x3 (3x3x3) convolution kernel for a grid 2^depth times coarser: per spatial dimension the
-/// moments sum k_j, sum j k_j, sum j^2 k_j (j = -1, 0, 1) are scaled by 1, 1/2, 1/4 per
-/// coarsening, so that on smooth states the coarse convolution approximates the fine one
-/// restricted (to second order). Constants (sum k_j) are kept.
-torch::Tensor scaled_kernel(const torch::Tensor& weight, int depth);
+/// A 3x3 (3x3x3) convolution kernel for a grid 2^depth times coarser (SpatialKernels), a linear
+/// map of the fine kernel per spatial dimension applied depth times:
+/// - moments: the moments sum k_j, sum j k_j, sum j^2 k_j (j = -1, 0, 1) scaled by 1, 1/2, 1/4
+///   per coarsening, so that on smooth states the coarse convolution approximates the fine one
+///   restricted (to second order);
+/// - galerkin: k' = G k with G = [[1/2, 1/8, 0], [1/2, 3/4, 1/2], [0, 1/8, 1/2]], the stencil of
+///   R K P for SpatialTransfer's restriction R and interpolation P (exact at interior points;
+///   moments 0 and 1 as above, moment 2 becomes (M_2 + M_0) / 4);
+/// - same: the weight itself.
+/// Both keep constants (sum k_j).
+torch::Tensor coarse_kernel(const torch::Tensor& weight, int depth, SpatialKernels kernels);
 
 class SpatialTransfer {
  public:

@@ -28,6 +28,7 @@ using weft::nn::Layer;
 using weft::nn::LayerParallel;
 using weft::nn::LayerParallelOptions;
 using weft::nn::Network;
+using weft::nn::SpatialKernels;
 using weft::nn::Stage;
 using SpatialTransfer = weft::nn::SpatialProbe;
 namespace mgrit = weft::mgrit;
@@ -91,7 +92,7 @@ TEST(SpatialTransfer, ScaledKernelsScaleTheMomentOfOrderABy2PowerMinusAPerCoarse
   // M_ab / 2^(a+b), so its sum (M_00) is kept.
   torch::manual_seed(4);
   const Tensor k = torch::randn({2, 3, 3, 3}, kDouble);
-  const Tensor c = SpatialTransfer::scaled_kernel(k, 1);
+  const Tensor c = SpatialTransfer::coarse_kernel(k, 1, SpatialKernels::moments);
   const Tensor j = torch::tensor({-1.0, 0.0, 1.0}, kDouble);
   for (int a = 0; a < 3; ++a)
     for (int b = 0; b < 3; ++b) {
@@ -101,14 +102,60 @@ TEST(SpatialTransfer, ScaledKernelsScaleTheMomentOfOrderABy2PowerMinusAPerCoarse
           << "moment " << a << "," << b;
     }
   // Two coarsenings are one coarsening twice; a centred delta (the identity) is left alone.
-  EXPECT_LT((SpatialTransfer::scaled_kernel(k, 2) - SpatialTransfer::scaled_kernel(c, 1))
-                .abs()
-                .max()
-                .item<double>(),
-            1e-14);
+  const auto moments = [](const Tensor& w, int depth) {
+    return SpatialTransfer::coarse_kernel(w, depth, SpatialKernels::moments);
+  };
+  EXPECT_LT((moments(k, 2) - moments(c, 1)).abs().max().item<double>(), 1e-14);
   Tensor delta = torch::zeros({1, 1, 3, 3, 3}, kDouble);
   delta.index_put_({0, 0, 1, 1, 1}, 1.0);
-  EXPECT_LT((SpatialTransfer::scaled_kernel(delta, 2) - delta).abs().max().item<double>(), 1e-15);
+  EXPECT_LT((moments(delta, 2) - delta).abs().max().item<double>(), 1e-15);
+  EXPECT_TRUE(SpatialTransfer::coarse_kernel(k, 2, SpatialKernels::same).is_same(k));
+}
+
+/// conv(x, w) with padding 1 in 2-D or 3-D (w: [out, in, 3, 3(, 3)]).
+Tensor convolve(const Tensor& x, const Tensor& w) {
+  return x.dim() == 4 ? torch::conv2d(x, w, {}, 1, 1) : torch::conv3d(x, w, {}, 1, 1);
+}
+/// x's points 1 .. n-2 in every spatial dimension (those whose stencils see no edge).
+Tensor interior(Tensor x) {
+  for (int64_t d = 2; d < x.dim(); ++d) x = x.narrow(d, 1, x.size(d) - 2);
+  return x;
+}
+
+TEST(SpatialTransfer, GalerkinKernelsAreRestrictionTimesConvolutionTimesInterpolationInside) {
+  // The coarse convolution with the galerkin kernel equals restricting the fine convolution of
+  // the interpolated state, at every coarse point whose transfers do not reach an edge; after
+  // two coarsenings with the transfers of both. Random kernels mixing channels, 2-D and 3-D.
+  torch::manual_seed(6);
+  SpatialTransfer t;
+  for (const auto& [dims, coarse_side, depth] :
+       {std::tuple{2, 6, 1}, std::tuple{3, 5, 1}, std::tuple{2, 6, 2}}) {
+    std::vector<std::int64_t> kernel{3, 2, 3, 3}, state{2, 2, coarse_side, coarse_side};
+    if (dims == 3) {
+      kernel.push_back(3);
+      state.push_back(coarse_side);
+    }
+    const Tensor k = torch::randn(kernel, kDouble), x = torch::randn(state, kDouble);
+    Tensor fine = x;
+    for (int l = 0; l < depth; ++l) fine = t.interpolate(fine);
+    Tensor expect = convolve(fine, k);
+    for (int l = 0; l < depth; ++l) expect = t.restrict(expect);
+    const Tensor got =
+        convolve(x, SpatialTransfer::coarse_kernel(k, depth, SpatialKernels::galerkin));
+    const std::string what = std::to_string(dims) + "-D, depth " + std::to_string(depth);
+    EXPECT_LT((interior(got) - interior(expect)).abs().max().item<double>(), 1e-13) << what;
+    // The edge points differ (zero padding), so the comparison above is not of equal tensors
+    // by construction; and galerkin is neither the fine nor the moment-scaled kernel.
+    EXPECT_GT((got - expect).abs().max().item<double>(), 1e-3) << what;
+    for (SpatialKernels other : {SpatialKernels::same, SpatialKernels::moments})
+      EXPECT_GT((interior(convolve(x, SpatialTransfer::coarse_kernel(k, depth, other))) -
+                 interior(expect))
+                    .abs()
+                    .max()
+                    .item<double>(),
+                1e-3)
+          << what << ", " << weft::nn::to_string(other);
+  }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -184,14 +231,15 @@ Tensor input_of(const Shape& s, std::int64_t batch) {
   return torch::randn(shape, kDouble);
 }
 
-LayerParallelOptions converged(int levels, std::vector<int> spatial, bool scale_kernels = false) {
+LayerParallelOptions converged(int levels, std::vector<int> spatial,
+                               SpatialKernels kernels = SpatialKernels::same) {
   auto solve = [&] {
     return mgrit::Options().max_levels(levels).cfactor(2).nrelax(1).max_iterations(30).abs_tol(
         1e-13);
   };
   LayerParallelOptions o;
   o.forward(solve()).backward(solve()).spatial_levels(std::move(spatial));
-  o.spatial_scale_kernels(scale_kernels);
+  o.spatial_kernels(kernels);
   return o;
 }
 
@@ -245,7 +293,7 @@ struct ConvergenceCase {
   Shape shape;
   int levels;
   std::vector<int> spatial;
-  bool scale_kernels = false;
+  SpatialKernels kernels = SpatialKernels::same;
 };
 
 void PrintTo(const ConvergenceCase& c, std::ostream* os) {
@@ -257,7 +305,7 @@ class Converged : public ::testing::TestWithParam<ConvergenceCase> {};
 TEST_P(Converged, OutputsAndEveryGradientEqualExactMode) {
   const ConvergenceCase& c = GetParam();
   LayerParallel model(MPI_COMM_WORLD, make_network(c.shape),
-                      converged(c.levels, c.spatial, c.scale_kernels));
+                      converged(c.levels, c.spatial, c.kernels));
   LayerParallel exact(MPI_COMM_WORLD, make_network(c.shape), LayerParallelOptions());
   const Outcome o = run_both(c.shape, model, exact);
   if (world_rank() == 0)
@@ -286,7 +334,12 @@ INSTANTIATE_TEST_SUITE_P(
                         Shape{2, 8, {4, 3}, {2, 3}},
                         3,
                         {0, 1, 1},
-                        true}),
+                        SpatialKernels::moments},
+        ConvergenceCase{"3-D, 3 levels, galerkin kernels",
+                        Shape{3, 4, {8}, {2}},
+                        3,
+                        {0, 1, 1},
+                        SpatialKernels::galerkin}),
     [](const ::testing::TestParamInfo<ConvergenceCase>& p) {
       std::string name;
       for (char ch : std::string(p.param.label))
@@ -335,6 +388,78 @@ TEST(SpatialCoarsening, ChangesTheIteratesOfBothSolvesBeforeConvergence) {
     }
     EXPECT_GT(grads, 1e-8) << "forward levels " << forward_levels;
   }
+}
+
+TEST(SpatialKernelsOption, CoarseStepsOfTheSolvesConvolveWithTheChosenKernels) {
+  // A step on a grid coarser in space, as the module's solves evaluate it (ChainProbe), is
+  // x + h conv(tanh(conv(x, k1')), k2') with k' the chosen coarse kernels; on the fine grid the
+  // kernels are the layer's own whatever the option.
+  const Shape s{2, 8, {4}, {2}};
+  torch::manual_seed(8);
+  const Tensor coarse = torch::randn({2, 2, 4, 4}, kDouble),
+               fine = torch::randn({2, 2, 8, 8}, kDouble);
+  Layer layer = make_step(s, 0, 0);
+  const auto p = layer.ptr()->parameters();  // weight, bias of each convolution
+  auto expect = [&](const Tensor& x, int depth, SpatialKernels kernels) {
+    auto k = [&](size_t i) { return SpatialTransfer::coarse_kernel(p[i], depth, kernels); };
+    const Tensor y =
+        torch::conv2d(torch::tanh(torch::conv2d(x, k(0), p[1], 1, 1)), k(2), p[3], 1, 1);
+    return x + 0.25 * y;  // h = t_final / steps
+  };
+  for (SpatialKernels kernels :
+       {SpatialKernels::same, SpatialKernels::moments, SpatialKernels::galerkin}) {
+    LayerParallelOptions o = LayerParallelOptions::multilevel(2, 2, 1, 1);
+    o.spatial_levels({0, 1}).spatial_kernels(kernels);
+    weft::nn::ChainProbe probe(LayerParallel(MPI_COMM_SELF, make_network(s), o));
+    const std::string what = weft::nn::to_string(kernels);
+    ASSERT_EQ(probe.step_size(0), 0.25);
+    const Tensor coarse_step = probe.step(0, 1, coarse, 1);
+    EXPECT_LT((coarse_step - expect(coarse, 1, kernels)).abs().max().item<double>(), 1e-14) << what;
+    EXPECT_LT((probe.step(0, 1, fine, 0) - expect(fine, 0, kernels)).abs().max().item<double>(),
+              1e-14)
+        << what;
+    if (kernels != SpatialKernels::same) {  // the kernels make a difference on this state
+      EXPECT_GT((coarse_step - expect(coarse, 1, SpatialKernels::same)).abs().max().item<double>(),
+                1e-3)
+          << what;
+    }
+  }
+}
+
+TEST(SpatialKernelsOption, CoarseKernelsFollowTheWeightsFromBatchToBatch) {
+  // The coarse kernels are computed once per batch: after an optimizer step the next batch's
+  // one-cycle gradients must be those of a fresh module holding the updated weights.
+  const Shape s{2, 8, {8}, {2}};
+  const Tensor labels = torch::tensor({1, 2}, torch::kInt64);
+  auto ce = [&](const Tensor& logits) {
+    return torch::nn::functional::cross_entropy(logits, labels);
+  };
+  auto options = [] {
+    LayerParallelOptions o = LayerParallelOptions::multilevel(2, 2, 1, 1);
+    o.spatial_levels({0, 1}).spatial_kernels(SpatialKernels::galerkin);
+    return o;
+  };
+  auto batch = [&](LayerParallel& m, const Tensor& x) {
+    for (auto& p : m->parameters()) p.mutable_grad() = Tensor();
+    m->loss(m->forward(x), ce).backward();
+  };
+  LayerParallel trained(MPI_COMM_WORLD, make_network(s), options());
+  batch(trained, input_of(s, 2));
+  torch::optim::SGD(trained->parameters(), torch::optim::SGDOptions(0.5)).step();
+  const Tensor x = input_of(s, 2) * 0.5;
+  batch(trained, x);
+  LayerParallel fresh(MPI_COMM_WORLD, make_network(s), options());
+  {
+    torch::NoGradGuard no_grad;
+    const auto updated = trained->named_parameters();
+    for (auto& p : fresh->named_parameters()) p.value().copy_(updated[p.key()]);
+  }
+  batch(fresh, x);
+  double grads = 0;
+  const auto ref = fresh->named_parameters();
+  for (const auto& p : trained->named_parameters())
+    grads = std::max(grads, rel(p.value().grad(), ref[p.key()].grad()));
+  EXPECT_LT(allreduce_max(grads), 1e-13);
 }
 
 TEST(CoarseAdjointGraphs, AreBuiltOncePerBatchAndGiveTheGradientsOfRebuildingThem) {

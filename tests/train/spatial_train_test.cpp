@@ -147,4 +147,26 @@ TEST(SpatialBatchNormFlag, ChoosesTheCoarseStepsStatisticsAndRefusesBadInput) {
                   "--spatial-levels");
 }
 
+// --spatial-kernels reaches the library: each choice of coarse kernels gives its own losses
+// from the first batch on, `same` is the default; bad input is one line, exit 2.
+TEST(SpatialKernelsFlag, ChoosesTheCoarseKernelsAndRefusesBadInput) {
+  ShortRuns runs;
+  const auto fine = runs.losses("--spatial-levels 0,1");
+  const auto same = runs.losses("--spatial-levels 0,1 --spatial-kernels same");
+  const auto moments = runs.losses("--spatial-levels 0,1 --spatial-kernels moments");
+  const auto galerkin = runs.losses("--spatial-levels 0,1 --spatial-kernels galerkin");
+  EXPECT_EQ(same, fine);
+  for (const auto& [name, other] : {std::pair{"moments", moments}, {"galerkin", galerkin}}) {
+    EXPECT_GT(std::abs(other.first - fine.first), 1e-6 * std::abs(fine.first)) << name;
+    EXPECT_GT(std::abs(other.second - fine.second), 1e-6 * std::abs(fine.second)) << name;
+  }
+  EXPECT_NE(moments, galerkin);
+  expect_one_line(runs.refused(2, "--spatial-levels 0,1,1 --spatial-kernels bilinear"), 2,
+                  "option --spatial-kernels: 'bilinear' is invalid; accepted: same, moments, "
+                  "galerkin");
+  expect_one_line(runs.refused(1, "--spatial-kernels galerkin"), 2,
+                  "option --spatial-kernels: 'galerkin' is invalid; accepted: a value used with "
+                  "--spatial-levels");
+}
+
 }  // namespace

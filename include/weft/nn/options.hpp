@@ -20,6 +20,21 @@
 
 namespace weft::nn {
 
+/// The kernels of a layer's 3x3 (3x3x3) convolutions on a grid 2^d times coarser in space,
+/// each a linear map of the fine kernel applied per spatial dimension d times (docs/training.md,
+/// "Spatial coarsening"):
+/// - same: the fine kernel, as if the coarse grid were the fine one;
+/// - moments: the moments sum j^a k_j (j = -1, 0, 1) of order a = 0, 1, 2 scaled by 2^-a, so
+///   that on smooth states the coarse convolution approximates the fine one on the coarser
+///   spacing;
+/// - galerkin: R K P, the fine convolution between the coarsening's own transfers
+///   (interpolation P, then K, then full-weighting restriction R), at interior points.
+enum class SpatialKernels { same, moments, galerkin };
+/// "same", "moments", "galerkin".
+const char* to_string(SpatialKernels kernels);
+/// The kernels named `name`; throws weft::InvalidOption naming `where` and the choices.
+SpatialKernels spatial_kernels_from(const std::string& name, const std::string& where);
+
 class LayerParallelOptions {
  public:
   /// Exact mode: both solves with one level (a sequential chain over the ranks).
@@ -97,11 +112,11 @@ class LayerParallelOptions {
     return *this;
   }
 
-  /// On levels coarsened in space, evaluate the layers' 3x3 (3x3x3) convolutions with kernels
-  /// rescaled for the coarser grid (moments of order 1 and 2 halved and quartered per
-  /// coarsening, see docs/training.md); off: the same kernels on every grid.
-  LayerParallelOptions& spatial_scale_kernels(bool on) {
-    spatial_scale_kernels_ = on;
+  /// Which 3x3 (3x3x3) convolution kernels the layers use on levels coarsened in space
+  /// (SpatialKernels; default `same`, the fine kernels on every grid). Other kernel sizes always
+  /// keep theirs.
+  LayerParallelOptions& spatial_kernels(SpatialKernels kernels) {
+    spatial_kernels_ = kernels;
     return *this;
   }
 
@@ -140,7 +155,7 @@ class LayerParallelOptions {
   std::int64_t bucket_bytes() const { return bucket_bytes_; }
   const std::vector<int>& forward_spatial() const { return forward_spatial_; }
   const std::vector<int>& backward_spatial() const { return backward_spatial_; }
-  bool spatial_scale_kernels() const { return spatial_scale_kernels_; }
+  SpatialKernels spatial_kernels() const { return spatial_kernels_; }
   bool spatial_running_statistics() const { return spatial_running_statistics_; }
 
   /// What the forward / adjoint solver actually runs with (the user's options plus the
@@ -159,7 +174,7 @@ class LayerParallelOptions {
   std::uint64_t seed_ = 0;
   std::int64_t bucket_bytes_ = 1 << 20;
   std::vector<int> forward_spatial_, backward_spatial_;
-  bool spatial_scale_kernels_ = false;
+  SpatialKernels spatial_kernels_ = SpatialKernels::same;
   bool spatial_running_statistics_ = true;
   std::vector<double> layer_costs_;
 };

@@ -48,8 +48,9 @@ class SpatialProbe {
   /// Empty when a state of `shape` can be restricted, else why not.
   static std::string why_not_coarsenable(const std::vector<std::int64_t>& shape);
   /// A 3x3(x3) convolution kernel as layers use it on a grid 2^depth times coarser
-  /// (LayerParallelOptions::spatial_scale_kernels).
-  static torch::Tensor scaled_kernel(const torch::Tensor& weight, int depth);
+  /// (LayerParallelOptions::spatial_kernels).
+  static torch::Tensor coarse_kernel(const torch::Tensor& weight, int depth,
+                                     SpatialKernels kernels);
 
  private:
   std::unique_ptr<detail::SpatialTransfer> transfer_;
