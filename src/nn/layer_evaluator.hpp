@@ -126,7 +126,7 @@ class LayerEvaluator {
   std::unordered_map<std::int64_t, std::vector<std::pair<torch::Tensor, torch::Tensor>>>
       running_statistics_;
   /// Per convolution weight and depth: the coarse kernel (kernels_) and the weight's version it
-  /// was computed from; one einsum costs more than a coarse convolution, so each is computed
+  /// was computed from; computing one costs more than a coarse convolution, so each is computed
   /// once per batch (the weights do not change within one).
   struct CoarseKernel {
     torch::Tensor weight, kernel;
