@@ -41,7 +41,6 @@ setting[L3cf4bspf1]="1 1 --fwd-levels 3 --bwd-levels 3 --bwd-spatial-levels 0,1,
 setting[L3cf2]="2 1 --fwd-levels 3 --bwd-levels 3 --fwd-cf 2 --bwd-cf 2"
 setting[L4cf2]="2 1 --fwd-levels 4 --bwd-levels 4 --fwd-cf 2 --bwd-cf 2"
 setting[L4cf4]="2 1 --fwd-levels 4 --bwd-levels 4"
-setting[L4cf4f1]="1 1 --fwd-levels 4 --bwd-levels 4"
 # The same with batch norm on the coarse spatial grids normalising by the restricted states' own
 # statistics (as before --spatial-bn-stats running became the default)
 for name in L3cf4sp L2cf4sp; do
