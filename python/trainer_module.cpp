@@ -350,6 +350,22 @@ void bind_training(py::module_& m) {
       .def_readwrite("balance_cost", &TrainerOptions::balance_cost)
       .def_readwrite("parallel", &TrainerOptions::parallel)
       .def_readwrite("eval_batch", &TrainerOptions::eval_batch)
+      .def_property(
+          "evaluation_forward",
+          [](const TrainerOptions& o) {
+            return std::string(train::to_string(o.evaluation_forward));
+          },
+          [](TrainerOptions& o, const std::string& name) {
+            if (name == "exact")
+              o.evaluation_forward = train::EvaluationForward::exact;
+            else if (name == "solver")
+              o.evaluation_forward = train::EvaluationForward::solver;
+            else if (name == "both")
+              o.evaluation_forward = train::EvaluationForward::both;
+            else
+              throw InvalidOption("weft.TrainerOptions", "evaluation_forward",
+                                  "'" + name + "' is invalid; accepted: exact, solver, both");
+          })
       .def_readwrite("checkpoint_dir", &TrainerOptions::checkpoint_dir)
       .def_readwrite("resume_dir", &TrainerOptions::resume_dir)
       .def_readwrite("trace_path", &TrainerOptions::trace_path)

@@ -429,6 +429,12 @@ TrainConfig resolve_train(const Flags& f) {
   if (c.test_size == 0) invalid_value("--test-size", "0", "-1 (all) or an integer >= 1");
   if (!f.get("--eval-batch", "").empty())
     c.eval_batch = parse_integer("--eval-batch", f.get("--eval-batch", ""), 1, "an integer >= 1");
+  const std::vector<std::string> eval_forwards = {"exact", "mgrit", "both"};
+  const train::EvaluationForward forwards[] = {train::EvaluationForward::exact,
+                                               train::EvaluationForward::solver,
+                                               train::EvaluationForward::both};
+  c.evaluation_forward =
+      forwards[parse_choice("--eval-forward", f.get("--eval-forward", "both"), eval_forwards)];
   const std::vector<std::string> optimizers = {"sgd", "adam"};
   c.optimizer =
       optimizers[parse_choice("--optimizer", f.get("--optimizer", D::optimizer), optimizers)];
@@ -698,6 +704,11 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--eval-batch", "INT",
          "test images per evaluation batch after each epoch (default the larger of --batch and "
          "500)");
+  f->add(*cmd, "--eval-forward", "exact|mgrit|both",
+         "the forward of the evaluation after each epoch: exact, the network's own (pipelined "
+         "over the ranks; what --serial and `weft eval` report), mgrit, the training's "
+         "forward solve in evaluation mode, or both, the exact figures with the mgrit ones "
+         "beside them (default both; multilevel forwards only)");
   cmd->add_flag("--serial", f->serial, "plain sequential LibTorch training on rank 0 (reference)");
   cmd->add_flag("--no-progress", f->no_progress, "no progress bar");
   cmd->add_flag("--check-images", f->check_images,

@@ -123,6 +123,14 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
     for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
       text.replace(at, 1, "\n    ");
     std::printf("  mgrit:\n    %s\n", text.c_str());
+    if (c.parallel.forward().max_levels() > 1)
+      std::printf("  evaluation: %s\n",
+                  c.evaluation_forward == train::EvaluationForward::exact
+                      ? "the network's exact forward, pipelined over the ranks"
+                  : c.evaluation_forward == train::EvaluationForward::solver
+                      ? "the training's MGRIT forward in evaluation mode"
+                      : "the network's exact forward (test), then the training's MGRIT forward "
+                        "in evaluation mode (mgrit)");
   }
   if (!e.layers_per_rank.empty() && e.layer_ranks > 1) {
     std::string counts;
@@ -158,6 +166,9 @@ void ConsoleReport::epoch_done(const train::EpochDone& e) {
       "per batch %.1f ms (forward %.1f ms, backward %.1f ms, optimizer %.2f ms)\n",
       m.epoch, m.train_loss, m.train_accuracy, m.test_loss, m.test_accuracy, m.epoch_seconds,
       m.batch_ms, m.forward_ms, m.backward_ms, m.optimizer_ms);
+  if (m.mgrit_test_loss)
+    std::printf("  mgrit forward: test loss %.4f acc %.4f\n", *m.mgrit_test_loss,
+                m.mgrit_test_accuracy.value_or(0));
   if (m.iteration_control)
     std::printf(
         "  iterations: forward %.2f (at most %.0f), adjoint %.2f (at most %.0f); %lld "

@@ -147,6 +147,25 @@ def test_layers_placed_by_cost_train_like_equal_numbers(comm):
         weft.Trainer(comm, bands(8, 1), bands(8, 2), model=SMALL, serial=True, balance_cost=True)
 
 
+def test_evaluation_reports_the_exact_forward_and_the_solves_beside_it(comm):
+    figures = {}
+    for forward in ("both", "solver"):
+        log = Log()
+        weft.Trainer(comm, bands(64, 1), bands(40, 2), model=SMALL, batch=16, epochs=1, lr=1e-2,
+                     threads=1, parallel=weft.Options.multilevel(2, 2, 1, 1),
+                     evaluation_forward=forward, observers=[log]).fit()
+        figures[forward] = log.epochs[0]
+    both, solver = figures["both"], figures["solver"]
+    assert both["eval_forward"] == "both" and solver["eval_forward"] == "solver"
+    assert both["train_loss"] == pytest.approx(solver["train_loss"], rel=1e-6)
+    assert both["mgrit_test_loss"] == pytest.approx(solver["test_loss"], rel=1e-6)
+    assert "mgrit_test_loss" not in solver
+    # The one-iteration solve is not the network's forward: the exact figures differ.
+    assert abs(both["test_loss"] - solver["test_loss"]) > 1e-5 * abs(solver["test_loss"])
+    with pytest.raises(weft.InvalidOption, match="evaluation_forward"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), model=SMALL, evaluation_forward="fast")
+
+
 def test_bad_options_and_divergence(comm):
     with pytest.raises(TypeError, match="unknown option 'learning_rate'"):
         weft.Trainer(comm, bands(8, 1), bands(8, 2), model=SMALL, learning_rate=1.0)

@@ -420,7 +420,11 @@ class Trainer:
     checkpoints. seed: the shuffles' seed (and the initialisation of the zoo's models; default 1).
     The other keywords are weft.TrainerOptions fields (batch, epochs, optimizer, lr,
     lr_schedule, momentum, threads, serial, data_ranks, balance_cost, parallel, eval_batch,
-    checkpoint_dir, resume_dir, trace_path, trace_batches, growth). balance_cost=True places
+    evaluation_forward, checkpoint_dir, resume_dir, trace_path, trace_batches, growth).
+    evaluation_forward: "exact" (the network's own forward, pipelined over the ranks; what
+    serial training and weft eval report), "solver" (the training's MGRIT forward in evaluation
+    mode) or "both" (the default: the exact figures, and the solver's as mgrit_test_loss and
+    mgrit_test_accuracy, where the forward solve is multilevel). balance_cost=True places
     the layers over the ranks in blocks of equal measured cost instead of equal numbers. growth: nested iteration over depth, a
     weft.DepthGrowth or a dict of its fields (factor, refinements, epochs, interpolation): the
     model trains first with its steps divided by factor**refinements and is refined after each

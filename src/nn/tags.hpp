@@ -9,4 +9,5 @@ constexpr int kBoundaryState = 7302;
 constexpr int kRecurrentBoundary = 7303;
 constexpr int kRecurrentInputs = 7304;
 constexpr int kRecurrentOutputGrad = 7305;
+constexpr int kInferenceState = 7306;
 }  // namespace weft::nn::detail::tags

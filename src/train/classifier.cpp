@@ -4,7 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "prefetcher.hpp"
 #include "weft/train/model_zoo.hpp"
@@ -86,15 +88,16 @@ const nn::SolveReport* Classifier::solve_report(bool forward) {
 }
 
 nn::LayerParallelOptions Classifier::solver_options() {
-  if (recurrent_) return recurrent_->recurrent()->options().solver();
   if (serial_) return nn::LayerParallelOptions::exact();
+  if (recurrent_) return recurrent_->recurrent()->options().solver();
   return parallel_->options();
 }
 
 void Classifier::set_solver_options(const nn::LayerParallelOptions& options) {
+  if (serial_) return;
   if (recurrent_)
     recurrent_->recurrent()->set_solver(options);
-  else if (!serial_)
+  else
     parallel_->set_options(options);
 }
 
@@ -178,6 +181,25 @@ double Classifier::loss(const torch::Tensor& x, const torch::Tensor& y, PhaseTim
   return value;
 }
 
+namespace {
+/// Sums of the losses and correct predictions of `logits` against `y`; each prediction counted
+/// into `confusion` (row = true label) when `count`.
+BatchOutcome score(const torch::Tensor& logits, const torch::Tensor& y,
+                   std::vector<std::int64_t>& confusion, int classes, bool count) {
+  const double loss =
+      torch::nn::functional::cross_entropy(
+          logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+          .item<double>();
+  const torch::Tensor predicted = logits.argmax(1);
+  const double correct = static_cast<double>(predicted.eq(y).sum().item<std::int64_t>());
+  auto p = predicted.accessor<std::int64_t, 1>();
+  auto l = y.accessor<std::int64_t, 1>();
+  for (std::int64_t i = 0; count && i < p.size(0); ++i)
+    ++confusion[static_cast<size_t>(l[i] * classes + p[i])];
+  return {loss, correct};
+}
+}  // namespace
+
 BatchOutcome Classifier::evaluate(const torch::Tensor& x, const torch::Tensor& y,
                                   std::vector<std::int64_t>& confusion, int classes) {
   torch::NoGradGuard no_grad;
@@ -187,23 +209,18 @@ BatchOutcome Classifier::evaluate(const torch::Tensor& x, const torch::Tensor& y
   const bool has_logits = serial_ || recurrent_ || parallel_->owns_output();
   // Replicated logits: the confusion matrix counts them once (rank 0).
   const bool count = !recurrent_ || mpi::rank(comm_) == 0;
-  double loss = 0, correct = 0;
-  if (has_logits) {
-    loss = torch::nn::functional::cross_entropy(
-               logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-               .item<double>();
-    torch::Tensor predicted = logits.argmax(1);
-    correct = static_cast<double>(predicted.eq(y).sum().item<std::int64_t>());
-    auto p = predicted.accessor<std::int64_t, 1>();
-    auto l = y.accessor<std::int64_t, 1>();
-    for (std::int64_t i = 0; count && i < p.size(0); ++i)
-      ++confusion[static_cast<size_t>(l[i] * classes + p[i])];
-  }
+  BatchOutcome out;
+  if (has_logits) out = score(logits, y, confusion, classes, count);
   if (!serial_ && !recurrent_) {
-    loss = parallel_->broadcast_from_output(loss);
-    correct = parallel_->broadcast_from_output(correct);
+    out.loss = parallel_->broadcast_from_output(out.loss);
+    out.correct = parallel_->broadcast_from_output(out.correct);
   }
-  return {loss, correct};
+  return out;
+}
+
+void Classifier::from_output(double* values, int count) const {
+  mpi::check(MPI_Bcast(values, count, MPI_DOUBLE, mpi::size(comm_) - 1, comm_),
+             "MPI_Bcast (evaluation sums)");
 }
 
 // Replicas of the recurrent model: one fused all-reduce averages every gradient.
@@ -228,8 +245,80 @@ void Classifier::average_gradients() {
   }
 }
 
+nn::LayerParallelOptions exact_version(nn::LayerParallelOptions o) {
+  o.forward(mgrit::Options(o.forward()).max_levels(1));
+  o.backward(mgrit::Options(o.backward()).max_levels(1));
+  o.spatial_levels({}, {});
+  return o;
+}
+
+bool is_exact(const nn::LayerParallelOptions& o) {
+  return o.forward().max_levels() == 1;
+}
+
+namespace {
+
+/// Sums of losses and correct predictions over `starts` (batches of `batch` from `test`), the
+/// chain's exact forward pipelined over pieces of at most `piece` examples; on every rank of
+/// the chain. `confusion` is accumulated on the output rank.
+BatchOutcome pipelined(Classifier& model, const DataSource& test,
+                       const std::vector<std::int64_t>& starts, std::int64_t batch,
+                       std::int64_t piece, std::vector<std::int64_t>& confusion) {
+  const std::int64_t count = test.size();
+  struct Piece {
+    std::size_t batch;        // index into starts
+    std::int64_t begin, end;  // rows of that batch
+  };
+  std::vector<Piece> pieces;
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const std::int64_t rows = std::min(count, starts[k] + batch) - starts[k];
+    for (std::int64_t b = 0; b < rows; b += piece)
+      pieces.push_back({k, b, std::min(rows, b + piece)});
+  }
+  // The input rank loads the inputs, the output rank the labels; the ranks between need neither.
+  const MPI_Comm comm = model.layer_comm();
+  const bool input_rank = mpi::rank(comm) == 0,
+             output_rank = mpi::rank(comm) == mpi::size(comm) - 1;
+  std::optional<Prefetcher> ahead;
+  if (input_rank || output_rank)
+    ahead.emplace(static_cast<std::int64_t>(starts.size()), [&](std::int64_t j) {
+      const std::int64_t start = starts[static_cast<std::size_t>(j)];
+      const std::int64_t end = std::min(count, start + batch);
+      return input_rank ? test.range(start, end)
+                        : Batch{torch::Tensor(), test.range_labels(start, end)};
+    });
+  Batch current;
+  std::size_t loaded = starts.size();  // the batch in `current` (none yet)
+  auto rows_of = [&](std::int64_t j) {
+    const Piece& p = pieces[static_cast<std::size_t>(j)];
+    if (loaded != p.batch) {
+      current = ahead->next();
+      loaded = p.batch;
+    }
+    return p;
+  };
+  double sums[2] = {0, 0};
+  model.infer(
+      static_cast<std::int64_t>(pieces.size()),
+      [&](std::int64_t j) {
+        const Piece p = rows_of(j);
+        return current.inputs.slice(0, p.begin, p.end);
+      },
+      [&](std::int64_t j, const torch::Tensor& logits) {
+        const Piece p = rows_of(j);
+        const BatchOutcome o = score(logits, current.labels.slice(0, p.begin, p.end), confusion,
+                                     model.classes(), true);
+        sums[0] += o.loss;
+        sums[1] += o.correct;
+      });
+  model.from_output(sums, 2);
+  return {sums[0], sums[1]};
+}
+
+}  // namespace
+
 Evaluation evaluate(Classifier& model, const DataSource& test, std::int64_t batch, MPI_Comm world,
-                    MPI_Comm data) {
+                    MPI_Comm data, EvaluationForward forward) {
   const int kClasses = model.classes();
   const int replicas = data == MPI_COMM_NULL ? 1 : mpi::size(data);
   const int replica = data == MPI_COMM_NULL ? 0 : mpi::rank(data);
@@ -237,27 +326,56 @@ Evaluation evaluate(Classifier& model, const DataSource& test, std::int64_t batc
   out.classes = kClasses;
   std::vector<std::int64_t> local(kClasses * kClasses, 0);
   double sums[2] = {0, 0};  // loss, correct
-  model.module().eval();
   const std::int64_t count = test.size();
   std::int64_t k = 0;
-  // This replica's batches, loaded ahead; ranks that do not take the inputs load labels only.
-  std::vector<std::int64_t> starts;
+  std::vector<std::int64_t> starts;  // this replica's batches
+  std::int64_t examples = 0;
   for (std::int64_t start = 0; start < count; start += batch, ++k)
-    if (k % replicas == replica) starts.push_back(start);
-  const bool inputs = model.needs_inputs();
-  Prefetcher ahead(static_cast<std::int64_t>(starts.size()), [&](std::int64_t j) {
-    const std::int64_t start = starts[static_cast<std::size_t>(j)];
-    const std::int64_t end = std::min(count, start + batch);
-    return inputs ? test.range(start, end) : Batch{torch::Tensor(), test.range_labels(start, end)};
-  });
-  // A damaged example is known to the loading rank first: the replica's ranks agree on it.
-  const MPI_Comm together = replicas > 1 ? model.layer_comm() : world;
-  for (std::size_t j = 0; j < starts.size(); ++j) {
-    Batch b;
-    mpi::collectively(together, [&] { b = ahead.next(); });
-    const BatchOutcome o = model.evaluate(b.inputs, b.labels, local, kClasses);
-    sums[0] += o.loss;
-    sums[1] += o.correct;
+    if (k % replicas == replica) {
+      starts.push_back(start);
+      examples += std::min(count, start + batch) - start;
+    }
+  model.module().eval();
+  // The recurrent model's exact forward is its exact mode, for the evaluation's length.
+  const nn::LayerParallelOptions solver = model.solver_options();
+  if (forward == EvaluationForward::both) forward = EvaluationForward::exact;
+  const bool swap =
+      forward == EvaluationForward::exact && !model.layer_parallel() && !is_exact(solver);
+  try {
+    if (forward == EvaluationForward::exact && model.layer_parallel()) {
+      // At least 4 pieces per rank where the share allows: the pipeline then runs
+      // (pieces + P - 1) / pieces times one rank's work, at most 1.25 times it.
+      const std::int64_t ranks = mpi::size(model.layer_comm());
+      const std::int64_t piece =
+          std::max<std::int64_t>(1, std::min(batch, (examples + 4 * ranks - 1) / (4 * ranks)));
+      const BatchOutcome o = pipelined(model, test, starts, batch, piece, local);
+      sums[0] = o.loss;
+      sums[1] = o.correct;
+    } else {
+      if (swap) model.set_solver_options(exact_version(solver));
+      // Loaded ahead; ranks that do not take the inputs load labels only.
+      const bool inputs = model.needs_inputs();
+      Prefetcher ahead(static_cast<std::int64_t>(starts.size()), [&](std::int64_t j) {
+        const std::int64_t start = starts[static_cast<std::size_t>(j)];
+        const std::int64_t end = std::min(count, start + batch);
+        return inputs ? test.range(start, end)
+                      : Batch{torch::Tensor(), test.range_labels(start, end)};
+      });
+      // A damaged example is known to the loading rank first: the replica's ranks agree on it.
+      const MPI_Comm together = replicas > 1 ? model.layer_comm() : world;
+      for (std::size_t j = 0; j < starts.size(); ++j) {
+        Batch b;
+        mpi::collectively(together, [&] { b = ahead.next(); });
+        const BatchOutcome o = model.evaluate(b.inputs, b.labels, local, kClasses);
+        sums[0] += o.loss;
+        sums[1] += o.correct;
+      }
+      if (swap) model.set_solver_options(solver);
+    }
+  } catch (...) {
+    if (swap) model.set_solver_options(solver);
+    model.module().train();
+    throw;
   }
   model.module().train();
   if (replicas > 1)

@@ -7,6 +7,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "weft/train/data_source.hpp"
 #include "weft/train/metrics.hpp"
 #include "weft/train/model_config.hpp"
+#include "weft/train/options.hpp"
 
 namespace weft::train {
 
@@ -81,6 +83,15 @@ class Classifier {
   /// (classes x classes, row = true label) is accumulated on the rank that has the logits.
   BatchOutcome evaluate(const torch::Tensor& x, const torch::Tensor& y,
                         std::vector<std::int64_t>& confusion, int classes);
+  /// Whether the model is a layer-parallel chain (nn::LayerParallelImpl::infer applies).
+  bool layer_parallel() const { return !serial_ && !recurrent_; }
+  /// The layer-parallel chain's pipelined exact inference (nn::LayerParallelImpl::infer).
+  void infer(std::int64_t count, const std::function<torch::Tensor(std::int64_t)>& input,
+             const std::function<void(std::int64_t, const torch::Tensor&)>& output) {
+    parallel_->infer(count, input, output);
+  }
+  /// Broadcasts `values` from the chain's output rank over layer_comm().
+  void from_output(double* values, int count) const;
 
  private:
   void build(const nn::Network& net, MPI_Comm data, const nn::LayerParallelOptions& options);
@@ -95,10 +106,19 @@ class Classifier {
   models::SequenceClassifier recurrent_{nullptr};
 };
 
-/// In eval mode (batch norm with running statistics, no dropout). With replicas, replica r
-/// takes every D-th batch; sums are reduced over `data` (replicas) and the confusion matrix
-/// over `world`.
+/// `options` with one level in both directions and no spatial coarsening: exact mode.
+nn::LayerParallelOptions exact_version(nn::LayerParallelOptions options);
+/// Whether the forward solve of `options` is the network's own forward (one level).
+bool is_exact(const nn::LayerParallelOptions& options);
+
+/// In eval mode (batch norm with running statistics, no dropout), with `forward` (both: exact).
+/// With replicas,
+/// replica r takes every D-th batch; sums are reduced over `data` (replicas) and the confusion
+/// matrix over `world`. A layer-parallel chain with the exact forward pipelines each replica's
+/// examples in pieces of at most `batch` (fewer, smaller pieces where the replica's share would
+/// give less than 4 per rank); per-example results are those of whole batches up to round-off.
 Evaluation evaluate(Classifier& model, const DataSource& test, std::int64_t batch, MPI_Comm world,
-                    MPI_Comm data = MPI_COMM_NULL);
+                    MPI_Comm data = MPI_COMM_NULL,
+                    EvaluationForward forward = EvaluationForward::exact);
 
 }  // namespace weft::train

@@ -111,6 +111,8 @@ json metrics_json(const EpochMetrics& m) {
                  {"test_loss", m.test_loss},
                  {"test_accuracy", m.test_accuracy},
                  {"epoch_seconds", m.epoch_seconds},
+                 {"eval_seconds", m.eval_seconds},
+                 {"eval_forward", m.eval_forward},
                  {"forward_ms", m.forward_ms},
                  {"backward_ms", m.backward_ms},
                  {"optimizer_ms", m.optimizer_ms},
@@ -129,6 +131,10 @@ json metrics_json(const EpochMetrics& m) {
                  {"model", m.model},
                  {"serial", m.serial}};
   if (m.depth) record["depth"] = *m.depth;
+  if (m.mgrit_test_loss) {
+    record["mgrit_test_loss"] = *m.mgrit_test_loss;
+    record["mgrit_test_accuracy"] = optional_number(m.mgrit_test_accuracy);
+  }
   if (m.fwd_iterations) {
     record["fwd_iterations_mean"] = *m.fwd_iterations;
     record["bwd_iterations_mean"] = optional_number(m.bwd_iterations);

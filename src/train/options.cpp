@@ -13,6 +13,18 @@ namespace {
 }
 }  // namespace
 
+const char* to_string(EvaluationForward forward) {
+  switch (forward) {
+    case EvaluationForward::exact:
+      return "exact";
+    case EvaluationForward::solver:
+      return "solver";
+    case EvaluationForward::both:
+      break;
+  }
+  return "both";
+}
+
 void validate(const TrainerOptions& o, int ranks) {
   model_kind(o.model);  // an unknown kind: InvalidOption("ModelConfig", "kind", ...)
   if (o.batch < 1) invalid("batch", std::to_string(o.batch) + " is invalid; accepted: >= 1");

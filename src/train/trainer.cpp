@@ -329,7 +329,8 @@ torch::optim::Optimizer* Trainer::optimizer() {
 Evaluation Trainer::evaluate(const DataSource& data) {
   State& s = *state_;
   if (!s.active) return {};
-  return train::evaluate(*s.model, data, s.eval_batch(), s.agree, s.data);
+  return train::evaluate(*s.model, data, s.eval_batch(), s.agree, s.data,
+                         s.options.evaluation_forward);
 }
 
 void Trainer::fit() {
@@ -542,7 +543,15 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
                      steady_mean(batch_ms), wait_seconds},
          slowest[5];
   mpi::check(MPI_Allreduce(times, slowest, 5, MPI_DOUBLE, MPI_MAX, agree), "MPI_Allreduce");
-  const Evaluation ev = train::evaluate(*model, *test, eval_batch(), agree, data);
+  const double eval_start = now();
+  // The solve's forward differs from the network's only where it is multilevel.
+  const EvaluationForward chosen = o.serial || is_exact(model->solver_options())
+                                       ? EvaluationForward::exact
+                                       : options.evaluation_forward;
+  const Evaluation ev = train::evaluate(*model, *test, eval_batch(), agree, data, chosen);
+  std::optional<Evaluation> by_solve;
+  if (chosen == EvaluationForward::both)
+    by_solve = train::evaluate(*model, *test, eval_batch(), agree, data, EvaluationForward::solver);
   const double epoch_seconds = now() - epoch_start;
   EpochMetrics m;
   if (model->solve_report(true)) {
@@ -563,6 +572,12 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   m.test_loss = ev.loss;
   m.test_accuracy = ev.accuracy;
   m.epoch_seconds = epoch_seconds;
+  m.eval_seconds = epoch_seconds - (eval_start - epoch_start);
+  m.eval_forward = to_string(chosen);
+  if (by_solve) {
+    m.mgrit_test_loss = by_solve->loss;
+    m.mgrit_test_accuracy = by_solve->accuracy;
+  }
   m.forward_ms = slowest[0];
   m.backward_ms = slowest[1];
   m.optimizer_ms = slowest[2];
@@ -674,14 +689,6 @@ void restore_buffers(torch::nn::Module& module, const std::vector<torch::Tensor>
   torch::NoGradGuard no_grad;
   const auto buffers = module.buffers();
   for (std::size_t i = 0; i < values.size(); ++i) buffers[i].copy_(values[i]);
-}
-
-/// `o` with both solves in exact mode (one level), everything else kept.
-nn::LayerParallelOptions exact_version(nn::LayerParallelOptions o) {
-  o.forward(mgrit::Options(o.forward()).max_levels(1));
-  o.backward(mgrit::Options(o.backward()).max_levels(1));
-  o.spatial_levels({}, {});
-  return o;
 }
 }  // namespace
 

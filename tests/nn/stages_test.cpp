@@ -500,4 +500,104 @@ TEST(StagesBadInput, AStepThatChangesTheShapeInsideAStageIsBadDataOnEveryRank) {
   }
 }
 
+// ------------------------------------------------------------------------------------------
+// Pipelined exact inference (LayerParallelImpl::infer)
+
+/// Inputs of different sizes (one of a single example), the same on every rank.
+std::vector<Tensor> inference_inputs() {
+  std::vector<Tensor> xs;
+  for (std::int64_t j = 0; j < 6; ++j)
+    xs.push_back(
+        make_batch(j == 3 ? 1 : 2 + j, 300 + static_cast<std::uint64_t>(j), torch::kFloat64).x);
+  return xs;
+}
+
+TEST(Inference, PipelinedEqualsTheSequentialNetworkWhateverTheSolversOptions) {
+  Kind k;
+  k.batchnorm = true;
+  const std::vector<std::int64_t> steps{3, 4};
+  LayerParallel model(MPI_COMM_WORLD, make_network(steps, k));
+  Reference ref(steps, k, 0);
+  train_and_compare(model, ref, 2, 6, 1e-12, "batch norm exact");  // running statistics move
+  // Multilevel solvers with one iteration: their forward is not the network's, infer's is.
+  model->set_options(LayerParallelOptions::multilevel(2, 2, 1, 1));
+  model->eval();
+  ref.eval();
+  torch::NoGradGuard no_grad;
+  const std::vector<Tensor> xs = inference_inputs();
+  std::vector<Tensor> outputs(xs.size());
+  std::vector<std::int64_t> order;
+  model->infer(
+      static_cast<std::int64_t>(xs.size()),
+      [&](std::int64_t j) { return xs[static_cast<size_t>(j)]; },
+      [&](std::int64_t j, const Tensor& y) {
+        order.push_back(j);
+        outputs[static_cast<size_t>(j)] = y;
+      });
+  if (model->owns_output()) {
+    ASSERT_EQ(order, (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}));
+    for (size_t j = 0; j < xs.size(); ++j) {
+      const Tensor expected = ref.forward(xs[j]);
+      ASSERT_EQ(outputs[j].sizes(), expected.sizes()) << "input " << j;
+      EXPECT_LT(rel(outputs[j], expected), 1e-12) << "input " << j;
+    }
+    // The one-iteration multilevel forward of the same module is not the network's: the
+    // comparison above can tell.
+    const Tensor approximate = model->forward(xs[0]);
+    EXPECT_GT(rel(approximate, ref.forward(xs[0])), 1e-6);
+  } else {
+    EXPECT_TRUE(order.empty());
+    model->forward(xs[0]);
+  }
+}
+
+TEST(Inference, AFailureOnOneRankReachesEveryRankAfterTheChainDrains) {
+  LayerParallel model(MPI_COMM_WORLD, make_network({3, 4}, Kind()));
+  model->eval();
+  const std::vector<Tensor> xs = inference_inputs();
+  const int last = world_size() - 1;
+  // The input rank fails on input 2: inputs 0 and 1 still come out, none after them.
+  std::vector<std::int64_t> seen;
+  try {
+    model->infer(
+        6,
+        [&](std::int64_t j) -> Tensor {
+          if (j == 2) throw weft::BadData("input 2 is damaged");
+          return xs[static_cast<size_t>(j)];
+        },
+        [&](std::int64_t j, const Tensor&) { seen.push_back(j); });
+    ADD_FAILURE() << "no exception on rank " << world_rank();
+  } catch (const weft::BadData& e) {
+    if (world_rank() == 0) {
+      EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
+    }
+  }
+  if (world_rank() == last) {
+    EXPECT_EQ(seen, (std::vector<std::int64_t>{0, 1}));
+  }
+  // The output rank fails on output 1: every rank throws, and the module still works.
+  try {
+    model->infer(
+        6, [&](std::int64_t j) { return xs[static_cast<size_t>(j)]; },
+        [&](std::int64_t j, const Tensor&) {
+          if (j == 1) throw weft::InvalidOption("output 1 refused");
+        });
+    ADD_FAILURE() << "no exception on rank " << world_rank();
+  } catch (const weft::InvalidOption&) {
+  }
+  std::int64_t outputs = 0;
+  model->infer(
+      2, [&](std::int64_t j) { return xs[static_cast<size_t>(j)]; },
+      [&](std::int64_t, const Tensor&) { ++outputs; });
+  EXPECT_EQ(outputs, world_rank() == last ? 2 : 0);
+}
+
+TEST(Inference, TrainingModeIsAnInvalidOptionOnEveryRank) {
+  LayerParallel model(MPI_COMM_WORLD, make_network({3, 4}, Kind()));
+  EXPECT_THROW(model->infer(
+                   1, [](std::int64_t) { return make_batch(2, 1, torch::kFloat64).x; },
+                   [](std::int64_t, const Tensor&) {}),
+               weft::InvalidOption);
+}
+
 }  // namespace

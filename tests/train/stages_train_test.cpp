@@ -91,8 +91,9 @@ TEST_F(StagesTrain, OneCheckpointResumesAtAnotherSplitAndMultilevelReportsItsLev
   const fs::path dir = work_dir();
   const std::string ck = (dir / "ck").string();
   // The stages recipe (2 levels, cf 2, both directions) with a constant learning rate: the
-  // cosine decay runs over --epochs, so a 1-epoch run's epoch 1 is not a 2-epoch run's.
-  const std::string ml = " --lr-schedule constant";
+  // cosine decay runs over --epochs, so a 1-epoch run's epoch 1 is not a 2-epoch run's; one
+  // forward iteration, whose forward is not the network's (docs/training.md §4a).
+  const std::string ml = " --lr-schedule constant --fwd-iters 1";
   const auto first =
       train(4, kSmall + "--epochs 1 --data-ranks 2 --checkpoint " + ck + ml, dir, "a");
   ASSERT_EQ(first.size(), 1u);
@@ -114,8 +115,28 @@ TEST_F(StagesTrain, OneCheckpointResumesAtAnotherSplitAndMultilevelReportsItsLev
   ASSERT_EQ(second.size(), 2u);
   EXPECT_EQ(second[1]["epoch"], 2);
   EXPECT_EQ(second[1]["data_ranks"], 1);
-  const Outcome ev = weft(3, "eval --test-size 200 --resume " + ck, dir);
-  EXPECT_EQ(ev.code, 0) << ev.out << ev.err;
+  // The test figures after each epoch are the network's own forward's, not the one-iteration
+  // MGRIT forward's it trains with (--eval-forward both, the default, reports those beside
+  // them): `weft eval` of the checkpoint at another rank count gives the test loss of its run
+  // (2 x 2 ranks); with --eval-forward mgrit the same training evaluates to the MGRIT figures.
+  EXPECT_EQ(first[0]["eval_forward"], "both");
+  ASSERT_TRUE(second[1].contains("mgrit_test_loss")) << second[1].dump();
+  const fs::path ev_json = dir / "eval3.json";
+  const Outcome ev =
+      weft(3, "eval --test-size 200 --resume " + ck + " --json " + ev_json.string(), dir);
+  ASSERT_EQ(ev.code, 0) << ev.out << ev.err;
+  std::ifstream in(ev_json);
+  const json stored = json::parse(in);
+  expect_relative(stored["test_loss"], first[0]["test_loss"], 1e-5, "weft eval of " + ck);
+  const auto mgrit =
+      train(2, kSmall + "--epochs 2 --resume " + ck + ml + " --eval-forward mgrit", dir, "mgrit");
+  ASSERT_EQ(mgrit.size(), 1u);
+  EXPECT_EQ(mgrit[0]["eval_forward"], "solver");
+  expect_relative(mgrit[0]["train_loss"], second[1]["train_loss"], 1e-5, "train loss");
+  expect_relative(mgrit[0]["test_loss"], second[1]["mgrit_test_loss"], 1e-5, "mgrit test loss");
+  EXPECT_GT(std::abs(mgrit[0]["test_loss"].get<double>() - second[1]["test_loss"].get<double>()),
+            1e-5)
+      << "the MGRIT forward evaluated like the network";
 }
 
 // A checkpoint of the stages network from before the convolutions lost their bias before batch
@@ -200,7 +221,8 @@ TEST_F(StagesTrain, BadFlagsAreOneLineAndExitTwoOnEveryRank) {
       {4, "--model stages --stage-channels 8 --stage-steps 2"},
       {2, "--model mlp"},
       {2, "--model stages --steps 4"},
-      {2, "--model stages --exact --fwd-levels 2"}};
+      {2, "--model stages --exact --fwd-levels 2"},
+      {2, "--model stages --eval-forward fast"}};
   for (const auto& [np, args] : cases) {
     const Outcome r = weft(np, "train --no-progress --train-size 100 --test-size 100 " + args, dir);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;

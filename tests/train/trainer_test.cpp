@@ -445,6 +445,50 @@ TEST(Trainer, CheckpointEvaluatesAlikeAtAnotherRankCount) {
   }
 }
 
+// The evaluation after each epoch reports the network's own forward (pipelined over the ranks):
+// what `weft eval` of the checkpoint reports, whatever the MGRIT settings; by default (both) the
+// training's one-iteration forward solve beside it, which differs, and which is what the
+// evaluation reports when asked for alone. Neither changes the training.
+TEST(Trainer, EvaluationReportsTheNetworksForwardAndTheSolvesBesideIt) {
+  train::TrainerOptions o = small_options();
+  o.epochs = 1;
+  o.parallel = weft::nn::LayerParallelOptions::multilevel(2, 2, 1, 1);
+  o.checkpoint_dir = shared_folder("evaluation_forward");
+  auto test = bands(40, 2);
+  auto exact = std::make_shared<Recorder>(), solver = std::make_shared<Recorder>();
+  {
+    train::Trainer trainer(o, bands(64, 1), test, MPI_COMM_WORLD);
+    trainer.add_observer(exact);
+    trainer.fit();
+  }
+  const train::Evaluation stored =
+      train::evaluate_checkpoint(o.checkpoint_dir, *test, 500, MPI_COMM_WORLD);
+  o.checkpoint_dir.clear();
+  o.evaluation_forward = train::EvaluationForward::solver;
+  {
+    train::Trainer trainer(o, bands(64, 1), test, MPI_COMM_WORLD);
+    trainer.add_observer(solver);
+    trainer.fit();
+  }
+  if (world_rank() != 0) return;
+  ASSERT_EQ(exact->epochs.size(), 1u);
+  ASSERT_EQ(solver->epochs.size(), 1u);
+  const train::EpochMetrics &e = exact->epochs[0], &s = solver->epochs[0];
+  EXPECT_EQ(e.eval_forward, "both");
+  EXPECT_EQ(s.eval_forward, "solver");
+  EXPECT_FALSE(s.mgrit_test_loss.has_value());
+  ASSERT_TRUE(e.mgrit_test_loss.has_value());
+  expect_relative(*e.mgrit_test_loss, s.test_loss, 1e-6, "the solve's figures beside the exact");
+  expect_relative(*e.mgrit_test_accuracy, s.test_accuracy, 1e-9, "the solve's accuracy");
+  EXPECT_GT(e.eval_seconds, 0.0);
+  EXPECT_LE(e.eval_seconds, e.epoch_seconds);
+  expect_relative(e.test_loss, stored.loss, 1e-6, "exact evaluation against weft eval");
+  EXPECT_EQ(exact->evaluations[0].confusion, stored.confusion);
+  expect_relative(s.train_loss, e.train_loss, 1e-6, "training unchanged by the evaluation");
+  EXPECT_GT(std::abs(s.test_loss - e.test_loss), 1e-5 * std::abs(e.test_loss))
+      << "the one-iteration forward solve evaluated like the network";
+}
+
 // Colour images normalized per channel: each channel of the examples has mean 0 and standard
 // deviation 1 (one pair for all channels leaves the channels apart), and the checkpoint keeps
 // the per-channel figures.

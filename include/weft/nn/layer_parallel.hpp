@@ -128,6 +128,18 @@ class LayerParallelImpl : public torch::nn::Module {
   /// Collective: `value` of the output rank, on every rank (metrics such as accuracy).
   double broadcast_from_output(double value) const;
 
+  /// Collective, evaluation mode only (call eval() first), no graph: the exact network
+  /// (sequential chain, no MGRIT) on `count` inputs, pipelined: the input rank applies the open
+  /// layer and its layers to input(j) and passes the state on while it starts on input(j + 1),
+  /// and so on down the chain, so P ranks take about (count + P - 1) / count times one rank's
+  /// share of the work instead of P times it. `input(j)` is called on the input rank for
+  /// j = 0..count-1 in order, `output(j, y)` on the output rank with y = close(x_N) of input j.
+  /// An exception on one rank (from input, output or a layer) reaches every rank: the chain
+  /// finishes its messages, then every rank throws (the failing rank its own error).
+  /// Throws InvalidOption in training mode.
+  void infer(std::int64_t count, const std::function<torch::Tensor(std::int64_t)>& input,
+             const std::function<void(std::int64_t, const torch::Tensor&)>& output);
+
   /// Collective: the whole network on `root` (an empty holder elsewhere), parameters and
   /// buffers copied, for inference, export and checks.
   SequentialNetwork gather_sequential(int root = 0);

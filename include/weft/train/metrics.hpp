@@ -22,6 +22,12 @@ struct EpochMetrics {
   double train_loss = 0, train_accuracy = 0;  ///< means over the epoch's batches
   double test_loss = 0, test_accuracy = 0;
   double epoch_seconds = 0;  ///< training and evaluation
+  double eval_seconds = 0;   ///< the evaluation alone
+  /// The forward of the evaluation (to_string(EvaluationForward)); "exact" wherever the
+  /// training's forward is (one level, or the sequential reference).
+  std::string eval_forward = "exact";
+  /// With EvaluationForward::both: the test figures of the training's forward solve.
+  std::optional<double> mgrit_test_loss, mgrit_test_accuracy;
   /// Per batch, the slowest rank's mean over the epoch's batches after the first two [ms].
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0, batch_ms = 0;
   /// The time the slowest rank waited for its batches over the epoch's training [ms], and as a

@@ -13,6 +13,22 @@
 
 namespace weft::train {
 
+/// The forward that evaluates the test set after every epoch (and Trainer::evaluate).
+enum class EvaluationForward {
+  /// The network's own forward (no MGRIT): what serial LibTorch and `weft eval` compute. A
+  /// layer-parallel chain runs it pipelined over the evaluation batches
+  /// (nn::LayerParallelImpl::infer); the recurrent model runs its exact mode.
+  exact,
+  /// The training's forward solve (its levels and iterations) in evaluation mode: an
+  /// approximation of the network's forward, as good as the solve.
+  solver,
+  /// Both, where they differ (a multilevel forward solve): the exact figures as the test loss
+  /// and accuracy, the solve's beside them (EpochMetrics::mgrit_test_loss).
+  both,
+};
+/// "exact", "solver" or "both".
+const char* to_string(EvaluationForward forward);
+
 struct TrainerOptions {
   ModelConfig model;  ///< with resume_dir: replaced by the checkpoint's
   /// Nested iteration over depth: `model` is the full depth, reached after growth.refinements
@@ -43,6 +59,7 @@ struct TrainerOptions {
   MGOpt mgopt;
   /// Evaluation batch; 0: max(batch, 500).
   std::int64_t eval_batch = 0;
+  EvaluationForward evaluation_forward = EvaluationForward::both;
   std::string checkpoint_dir;               ///< a checkpoint after every epoch (empty: none)
   std::string resume_dir;                   ///< continue from this checkpoint (empty: a new run)
   std::string trace_path;                   ///< a timeline of a few batches (docs/tracing.md)
