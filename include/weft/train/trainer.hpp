@@ -56,7 +56,8 @@ class Trainer {
   void fit();
 
   /// `data` in eval mode (batch norm with running statistics, no dropout), in batches of
-  /// options().eval_batch (0: max(batch, 500)) as after every epoch; collective.
+  /// options().eval_batch (0: max(batch, 500)) as after every epoch, with the forward of
+  /// options().evaluation_forward (both: the exact one); collective.
   Evaluation evaluate(const DataSource& data);
 
   /// The options in force (with resume: the checkpoint's model).
