@@ -30,7 +30,9 @@ else
   out=$(mktemp -d)
   trap 'rm -rf "$out"' EXIT
 fi
-common=(--epochs "${EPOCHS:-2}" --train-size "${TRAIN_SIZE:-10000}" --no-progress --threads 1)
+# The network's own test accuracy (the exact forward), evaluated once per epoch.
+common=(--epochs "${EPOCHS:-2}" --train-size "${TRAIN_SIZE:-10000}" --no-progress --threads 1
+        --eval-forward exact)
 declare -A model
 model[stages]="--model stages --fwd-cf 2 --bwd-cf 2"
 model[gru]="--model gru --fwd-cf 4 --bwd-cf 4"

@@ -25,7 +25,9 @@ mkdir -p "$out"
 IFS=';' read -r -a variants <<<"${VARIANTS:---mgopt 2;--mgopt 2 --mgopt-relax 0,1,1}"
 read -r -a plain_epochs <<<"${PLAIN_EPOCHS:-2 6 8}"
 mgopt_epochs=${MGOPT_EPOCHS:-2}
-common=(--model stages --train-size "${TRAIN_SIZE:-10000}" --no-progress --threads 1)
+# The network's own test accuracy (the exact forward), evaluated once per epoch.
+common=(--model stages --train-size "${TRAIN_SIZE:-10000}" --no-progress --threads 1
+        --eval-forward exact)
 train() {  # METRICS FLAGS...: one run unless its metrics are there
   local metrics=$1
   shift

@@ -32,7 +32,9 @@ epochs=${EPOCHS:-4}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 extra_epochs=${GROWN_EXTRA:-1}
-common=(--model stages --train-size "${TRAIN_SIZE:-10000}" --no-progress --threads 1)
+# The network's own test accuracy (the exact forward), evaluated once per epoch.
+common=(--model stages --train-size "${TRAIN_SIZE:-10000}" --no-progress --threads 1
+        --eval-forward exact)
 declare -A extra grow
 extra[main]=""
 grow[main]="--grow-depth 2,1 --grow-epochs ${MAIN_SHALLOW_EPOCHS:-$((epochs - 1))}"
