@@ -219,8 +219,7 @@ BatchOutcome Classifier::evaluate(const torch::Tensor& x, const torch::Tensor& y
 }
 
 void Classifier::from_output(double* values, int count) const {
-  mpi::check(MPI_Bcast(values, count, MPI_DOUBLE, mpi::size(comm_) - 1, comm_),
-             "MPI_Bcast (evaluation sums)");
+  for (int i = 0; i < count; ++i) values[i] = parallel_->broadcast_from_output(values[i]);
 }
 
 // Replicas of the recurrent model: one fused all-reduce averages every gradient.

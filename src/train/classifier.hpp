@@ -90,7 +90,7 @@ class Classifier {
              const std::function<void(std::int64_t, const torch::Tensor&)>& output) {
     parallel_->infer(count, input, output);
   }
-  /// Broadcasts `values` from the chain's output rank over layer_comm().
+  /// Broadcasts `values` from the chain's output rank over layer_comm() (layer-parallel only).
   void from_output(double* values, int count) const;
 
  private:

@@ -552,7 +552,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   std::optional<Evaluation> by_solve;
   if (chosen == EvaluationForward::both)
     by_solve = train::evaluate(*model, *test, eval_batch(), agree, data, EvaluationForward::solver);
-  const double epoch_seconds = now() - epoch_start;
+  const double epoch_end = now(), epoch_seconds = epoch_end - epoch_start;
   EpochMetrics m;
   if (model->solve_report(true)) {
     const double batches = static_cast<double>(fwd_it.size());
@@ -572,7 +572,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   m.test_loss = ev.loss;
   m.test_accuracy = ev.accuracy;
   m.epoch_seconds = epoch_seconds;
-  m.eval_seconds = epoch_seconds - (eval_start - epoch_start);
+  m.eval_seconds = epoch_end - eval_start;
   m.eval_forward = to_string(chosen);
   if (by_solve) {
     m.mgrit_test_loss = by_solve->loss;
