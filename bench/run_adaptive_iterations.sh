@@ -3,7 +3,8 @@
 # and fixed iteration counts, same seed, data and epochs, at 2 ranks, one run after the other:
 # the final test accuracy, its difference from exact mode, and the step evaluations per batch
 # (forward and adjoint, every level, both ranks; the metrics' step_evaluations, exact
-# recomputations of the checks included), the mean iterations and the exact-gradient checks.
+# recomputations of the checks included), the mean iterations, the exact-gradient checks and
+# the checks' mean gradient and forward (logits) errors.
 #   stages: the README main job's network (--model stages, its recipe: 2 levels, cf 2)
 #   gru:    --model gru (rows), 2 levels cf 4
 # The runs: exact, auto and fixed counts fixedFB (F forward and B adjoint iterations, one digit
@@ -79,7 +80,7 @@ def load(path):
     return [json.loads(l) for l in open(path) if l.strip()]
 print(f"{'network':8} {'seed':4} {'run':8} {'accuracy':>9} {'vs exact':>9} {'evals/batch':>11} "
       f"{'fwd it':>6} {'bwd it':>6} {'checks':>6} {'fallbacks':>9} {'grad err':>9} "
-      f"{'unskipped':>9}")
+      f"{'fwd err':>8} {'unskipped':>9}")
 for net in networks:
     for seed in seeds:
         exact = load(f"{out}/{net}-{seed}-exact.jsonl")[-1]["test_accuracy"]
@@ -93,6 +94,8 @@ for net in networks:
             fallbacks = sum(e.get("fallbacks", 0) for e in epochs)
             errs = [e["gradient_error"] for e in epochs if e.get("gradient_error") is not None]
             err = f"{statistics.mean(errs):9.3g}" if errs else f"{'-':>9}"
+            ferrs = [e["forward_error"] for e in epochs if e.get("forward_error") is not None]
+            ferr = f"{statistics.mean(ferrs):8.3g}" if ferrs else f"{'-':>8}"
             # Half steps: the fraction of batches solved without skip, forward/adjoint.
             def unskipped(key):
                 v = [e[key] for e in epochs if e.get(key) is not None]
@@ -100,7 +103,7 @@ for net in networks:
             unskip = f"{unskipped('fwd_unskipped_fraction')}/{unskipped('bwd_unskipped_fraction')}"
             print(f"{net:8} {seed:4} {run:8} {100 * last['test_accuracy']:8.2f}% "
                   f"{100 * (last['test_accuracy'] - exact):+8.2f}p {evals:11.0f} {fwd:6.2f} "
-                  f"{bwd:6.2f} {checks:6d} {fallbacks:9d} {err} {unskip:>9}")
+                  f"{bwd:6.2f} {checks:6d} {fallbacks:9d} {err} {ferr} {unskip:>9}")
     # Medians over the seeds: accuracy against exact mode, evaluations per batch.
     summary = {}
     for run in runs:

@@ -300,13 +300,14 @@ void bind_training(py::module_& m) {
       m, "IterationControl",
       "MGRIT iterations chosen by the training (weft::train::IterationControl): forward and "
       "backward (which counts are automatic), min_iterations, max_iterations, "
-      "gradient_tolerance, check_every, half_steps, diagnostics")
+      "gradient_tolerance, forward_tolerance, check_every, half_steps, diagnostics")
       .def(py::init<>())
       .def_readwrite("forward", &train::IterationControl::forward)
       .def_readwrite("backward", &train::IterationControl::backward)
       .def_readwrite("min_iterations", &train::IterationControl::min_iterations)
       .def_readwrite("max_iterations", &train::IterationControl::max_iterations)
       .def_readwrite("gradient_tolerance", &train::IterationControl::gradient_tolerance)
+      .def_readwrite("forward_tolerance", &train::IterationControl::forward_tolerance)
       .def_readwrite("check_every", &train::IterationControl::check_every)
       .def_readwrite("half_steps", &train::IterationControl::half_steps)
       .def_readwrite("diagnostics", &train::IterationControl::diagnostics);

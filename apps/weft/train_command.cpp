@@ -205,7 +205,7 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
                         "-levels 1)",
                     "one level solves exactly: there are no iterations to choose");
   }
-  const char* settings[] = {"--auto-tol", "--auto-check",      "--auto-max",
+  const char* settings[] = {"--auto-tol", "--auto-fwd-tol",    "--auto-check",      "--auto-max",
                             "--auto-min", "--auto-half-steps", "--auto-diagnostics"};
   if (!c.iterations.active()) {
     for (const char* flag : settings)
@@ -218,6 +218,11 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
   c.iterations.gradient_tolerance = parse_number("--auto-tol", tol, "a number in (0, 1)");
   if (!(c.iterations.gradient_tolerance > 0 && c.iterations.gradient_tolerance < 1))
     invalid_value("--auto-tol", tol, "a number in (0, 1)");
+  const std::string forward_tol = f.get("--auto-fwd-tol", "0.1");
+  c.iterations.forward_tolerance =
+      parse_number("--auto-fwd-tol", forward_tol, "a number in (0, 1)");
+  if (!(c.iterations.forward_tolerance > 0 && c.iterations.forward_tolerance < 1))
+    invalid_value("--auto-fwd-tol", forward_tol, "a number in (0, 1)");
   c.iterations.check_every = static_cast<int>(parse_integer(
       "--auto-check", f.get("--auto-check", "50"), 1, "an integer in [1, 1000000]", 1000000));
   c.iterations.max_iterations = static_cast<int>(
@@ -227,14 +232,17 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
   if (c.iterations.min_iterations > c.iterations.max_iterations)
     invalid_value("--auto-min", std::to_string(c.iterations.min_iterations),
                   "an integer <= --auto-max " + std::to_string(c.iterations.max_iterations));
-  c.iterations.half_steps = parse_switch("--auto-half-steps", f.get("--auto-half-steps", "0"));
+  // Half steps by default where a solve skips; asked for, a skipping solve is required.
+  const std::string half_steps = f.get("--auto-half-steps", "");
+  c.iterations.half_steps = half_steps.empty() || parse_switch("--auto-half-steps", half_steps);
   c.iterations.diagnostics = parse_switch("--auto-diagnostics", f.get("--auto-diagnostics", "0"));
   // Half steps lie between k iterations with and without skip: without a skipping automatic
   // solve the flag would do nothing.
   auto skips = [](const mgrit::Options& o) {
     return o.effective_initial_phase() == mgrit::InitialPhase::Skip;
   };
-  if (c.iterations.half_steps && !(c.iterations.forward && skips(c.parallel.forward())) &&
+  if (!half_steps.empty() && c.iterations.half_steps &&
+      !(c.iterations.forward && skips(c.parallel.forward())) &&
       !(c.iterations.backward && skips(c.parallel.backward())))
     invalid_value("--auto-half-steps", "1", "0 when no automatic solve skips",
                   "half steps lie between k iterations with and without --fwd-skip/--bwd-skip");
@@ -727,6 +735,9 @@ Subcommand add_train_command(CLI::App& weft) {
   f->add(*cmd, "--auto-tol", "X",
          "with --fwd-iters/--bwd-iters auto: the relative error of the parameter gradient "
          "accepted at the exact-gradient checks (default 0.3)");
+  f->add(*cmd, "--auto-fwd-tol", "X",
+         "with auto iterations: the relative error of the MGRIT forward's logits against the "
+         "network's own accepted at the checks (default 0.1)");
   f->add(*cmd, "--auto-check", "K",
          "with auto iterations: batches between exact-gradient checks (default 50)");
   f->add(*cmd, "--auto-max", "N",
@@ -739,7 +750,7 @@ Subcommand add_train_command(CLI::App& weft) {
          "and the persistence of the gradient error (2 more exact passes a check; default 0)");
   f->add(*cmd, "--auto-half-steps", "0|1",
          "with auto iterations: between k and k+1 iterations of a solve that skips (--fwd-skip, "
-         "--bwd-skip), also try k iterations without skip (default 0)");
+         "--bwd-skip), also try k iterations without skip (default 1)");
   f->add(*cmd, "--grow-depth", "R,K",
          "nested iteration over depth: train with every stage's steps divided by R^K first and "
          "refine the depth by R, K times, to the steps given (same T; docs/training.md)");

@@ -110,12 +110,13 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
   if (c.iterations.active())
     std::printf(
         "  iterations: %s chosen by the training, %d to %d, exact-gradient checks every "
-        "%d batches, gradient error accepted %g%s%s\n",
+        "%d batches, gradient error accepted %g, forward error %g%s%s\n",
         c.iterations.forward && c.iterations.backward ? "forward and adjoint"
         : c.iterations.forward                        ? "forward"
                                                       : "adjoint",
         c.iterations.min_iterations, c.iterations.max_iterations, c.iterations.check_every,
-        c.iterations.gradient_tolerance, c.iterations.half_steps ? ", half steps" : "",
+        c.iterations.gradient_tolerance, c.iterations.forward_tolerance,
+        c.iterations.half_steps ? ", half steps" : "",
         c.iterations.diagnostics ? ", sampling noise and error persistence measured" : "");
   if (!c.serial) {
     std::string text =
@@ -176,8 +177,10 @@ void ConsoleReport::epoch_done(const train::EpochDone& e) {
         m.fwd_iterations.value_or(0), m.fwd_iterations_max.value_or(0),
         m.bwd_iterations.value_or(0), m.bwd_iterations_max.value_or(0),
         static_cast<long long>(m.gradient_checks.value_or(0)),
-        m.gradient_error ? fmt::format(", gradient error {:.3g} (chain layers {:.3g})",
-                                       *m.gradient_error, m.gradient_error_layers.value_or(0))
+        m.gradient_error ? fmt::format(", gradient error {:.3g} (chain layers {:.3g}), forward "
+                                       "error {:.3g}",
+                                       *m.gradient_error, m.gradient_error_layers.value_or(0),
+                                       m.forward_error.value_or(0))
                                .c_str()
                          : "",
         static_cast<long long>(m.fallbacks.value_or(0)), m.control_ms.value_or(0));

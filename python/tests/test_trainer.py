@@ -273,7 +273,8 @@ def test_iterations_chosen_by_the_training_are_checked_and_reported(comm):
                            lr=1e-2, threads=1, observers=[log],
                            parallel=weft.Options.multilevel(2, 2, 1, 1),
                            iterations=dict(forward=True, backward=True, check_every=2,
-                                           max_iterations=3))
+                                           max_iterations=3, forward_tolerance=0.2,
+                                           half_steps=False))
     trainer.fit()
     (epoch,) = log.epochs
     assert epoch["gradient_checks"] >= 2
@@ -281,18 +282,20 @@ def test_iterations_chosen_by_the_training_are_checked_and_reported(comm):
     assert epoch["fwd_iterations_max"] <= 3 and epoch["bwd_iterations_max"] <= 3
     assert epoch["fallbacks"] >= 0 and epoch["step_evaluations"] > 0
     assert same_everywhere(comm, epoch["gradient_error"])
+    assert 0 <= epoch["forward_error"] < 1  # the MGRIT logits against the network's own
+    assert same_everywhere(comm, epoch["forward_error"])
     assert epoch["gradient_error_layers"] >= 0  # the steps' parameters alone
     assert same_everywhere(comm, epoch["gradient_error_layers"])
-    assert "fwd_unskipped_fraction" not in epoch  # whole iterations (the default)
+    assert "fwd_unskipped_fraction" not in epoch  # whole iterations, as asked
     assert "gradient_noise" not in epoch  # no diagnostics (the default)
-    # The solves skip (the default): half steps, whose share of batches is reported; with the
-    # checks' diagnostics, the sampling noise and the error's persistence.
+    # The solves skip (the default): half steps (the default), whose share of batches is
+    # reported; with the checks' diagnostics, the sampling noise and the error's persistence.
     half = Log()
     weft.Trainer(comm, bands(64, 1), bands(32, 2), model=dict(kind="resnet", channels=2, steps=8),
                  batch=16, epochs=1, lr=1e-2, threads=1, observers=[half],
                  parallel=weft.Options.multilevel(2, 2, 1, 1),
                  iterations=dict(forward=True, backward=True, check_every=2, max_iterations=3,
-                                 half_steps=True, diagnostics=True)).fit()
+                                 diagnostics=True)).fit()
     assert 0 <= half.epochs[0]["fwd_unskipped_fraction"] <= 1
     assert 0 <= half.epochs[0]["bwd_unskipped_fraction"] <= 1
     assert half.epochs[0]["gradient_noise"] > 0
@@ -301,3 +304,6 @@ def test_iterations_chosen_by_the_training_are_checked_and_reported(comm):
     assert persistence is None or -1 <= persistence <= 1
     with pytest.raises(weft.InvalidOption, match="iteration_control"):
         weft.Trainer(comm, bands(8, 1), bands(8, 2), iterations=dict(forward=True))  # exact mode
+    with pytest.raises(weft.InvalidOption, match="forward tolerance 1.5 is invalid"):
+        weft.Trainer(comm, bands(8, 1), bands(8, 2), parallel=weft.Options.multilevel(2, 2, 1, 1),
+                     iterations=dict(forward=True, forward_tolerance=1.5))

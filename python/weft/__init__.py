@@ -430,7 +430,8 @@ class Trainer:
     model trains first with its steps divided by factor**refinements and is refined after each
     entry of epochs (docs/training.md). iterations: MGRIT iterations chosen by the training, a
     weft.IterationControl or a dict of its fields (forward, backward, min_iterations,
-    max_iterations, gradient_tolerance, check_every, half_steps, diagnostics). mgopt: MG/Opt
+    max_iterations, gradient_tolerance, forward_tolerance, check_every, half_steps,
+    diagnostics). mgopt: MG/Opt
     over depth, a weft.MGOpt or a dict of its fields (levels, factor, pre, post, coarse,
     line_search, restriction, interpolation): each batch one V-cycle over the model and its
     shallower versions.

@@ -134,6 +134,7 @@ BatchOutcome Classifier::gradients(const torch::Tensor& x, const torch::Tensor& 
       torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y) * weight;
       out.correct = static_cast<double>(logits.argmax(1).eq(y).sum().item<std::int64_t>());
       out.loss = loss.item<double>() / weight;
+      out.logits = logits.detach();
       check_finite(out.loss);
       loss.backward();
       if (recurrent_ && data_ != MPI_COMM_NULL) average_gradients();
@@ -153,6 +154,7 @@ BatchOutcome Classifier::gradients(const torch::Tensor& x, const torch::Tensor& 
     trace::Span phase("backward", "train", trace::Kind::Phase);
     torch::Tensor loss = parallel_->loss(logits, [&](const torch::Tensor& z) {
       correct = static_cast<double>(z.argmax(1).eq(y).sum().item<std::int64_t>());
+      out.logits = z.detach();
       return torch::nn::functional::cross_entropy(z, y) * weight;
     });
     out.loss = loss.item<double>() / weight;
@@ -196,7 +198,7 @@ BatchOutcome score(const torch::Tensor& logits, const torch::Tensor& y,
   auto l = y.accessor<std::int64_t, 1>();
   for (std::int64_t i = 0; count && i < p.size(0); ++i)
     ++confusion[static_cast<size_t>(l[i] * classes + p[i])];
-  return {loss, correct};
+  return {loss, correct, {}};
 }
 }  // namespace
 
@@ -311,7 +313,7 @@ BatchOutcome pipelined(Classifier& model, const DataSource& test,
         sums[1] += o.correct;
       });
   model.from_output(sums, 2);
-  return {sums[0], sums[1]};
+  return {sums[0], sums[1], {}};
 }
 
 }  // namespace

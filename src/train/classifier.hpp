@@ -23,6 +23,9 @@ namespace weft::train {
 struct BatchOutcome {
   double loss = 0;     ///< mean over the batch, on every rank
   double correct = 0;  ///< on every rank
+  /// The logits (detached), where this rank has them: the chain's output rank, every rank of
+  /// a replicated or sequential model. Set by Classifier::gradients.
+  torch::Tensor logits;
 };
 
 struct PhaseTimes {

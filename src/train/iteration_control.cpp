@@ -22,6 +22,9 @@ void validate(const IterationControl& c) {
   if (!(c.gradient_tolerance > 0) || !(c.gradient_tolerance < 1))
     invalid("gradient tolerance " + number_text(c.gradient_tolerance) +
             " is invalid; accepted: a number in (0, 1)");
+  if (!(c.forward_tolerance > 0) || !(c.forward_tolerance < 1))
+    invalid("forward tolerance " + number_text(c.forward_tolerance) +
+            " is invalid; accepted: a number in (0, 1)");
   if (c.check_every < 1)
     invalid("check_every " + std::to_string(c.check_every) + " is invalid; accepted: >= 1");
 }
@@ -134,7 +137,8 @@ bool IterationController::barred(int forward, int backward, std::int64_t batch) 
   });
 }
 
-void IterationController::observe_check(std::int64_t batch, double error) {
+void IterationController::observe_check(std::int64_t batch, double error,
+                                        std::optional<double> forward_error) {
   if (!control_.active()) return;
   s_.next_check = batch + control_.check_every;
   const auto verified = s_.before_lowering;
@@ -142,7 +146,12 @@ void IterationController::observe_check(std::int64_t batch, double error) {
   const auto record = std::find_if(s_.bars.begin(), s_.bars.end(), [&](const State::Bar& b) {
     return b.forward == s_.forward && b.backward == s_.backward;
   });
-  if (!(error <= control_.gradient_tolerance)) {  // NaN counts as too large
+  // The forward's error judges the forward's count where that count is chosen and measured.
+  const bool by_forward = control_.forward && forward_error.has_value();
+  const double f = forward_error.value_or(0);
+  const bool gradient_fails = !(error <= control_.gradient_tolerance);  // NaN: too large
+  const bool forward_fails = by_forward && !(f <= control_.forward_tolerance);
+  if (gradient_fails || forward_fails) {
     if (verified) {  // the lowering was one too many: undo it, bar it for a while
       State::Bar& bar =
           record != s_.bars.end() ? *record : s_.bars.emplace_back(State::Bar{0, 0, 0, 0});
@@ -154,25 +163,34 @@ void IterationController::observe_check(std::int64_t batch, double error) {
       s_.next_check = batch + retry;  // the undone setting costs more: look again soon
       return;
     }
-    const bool at_max = (!control_.forward || s_.forward == highest(s_.forward_half_steps)) &&
-                        (!control_.backward || s_.backward == highest(s_.backward_half_steps));
-    raise(true, true);
-    if (!at_max) s_.next_check = batch + 1;
+    const bool backward_can_rise =
+        control_.backward && s_.backward < highest(s_.backward_half_steps);
+    const bool forward_exact = by_forward && f <= control_.forward_tolerance / 4;
+    const bool raise_forward =
+        !by_forward || forward_fails || (gradient_fails && (!forward_exact || !backward_can_rise));
+    const bool raise_backward = !by_forward || gradient_fails;
+    const State before = s_;
+    raise(raise_forward, raise_backward);
+    if (s_.forward != before.forward || s_.backward != before.backward) s_.next_check = batch + 1;
     return;
   }
   if (verified && record != s_.bars.end()) s_.bars.erase(record);  // it passed: starts over
-  if (error > control_.gradient_tolerance / 4) return;
+  const bool backward_spare = error <= control_.gradient_tolerance / 4;
+  const bool forward_spare =
+      by_forward ? f <= control_.forward_tolerance / 4 : error <= control_.gradient_tolerance / 4;
+  if (!backward_spare && !forward_spare) return;
   // Lower one count, the adjoint's and the forward's in turn, to a setting not barred.
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool backward = control_.backward && (s_.lower_backward_next || !control_.forward);
     s_.lower_backward_next = !s_.lower_backward_next;
-    int f = s_.forward, b = s_.backward;
-    (backward ? b : f) -= 1;
+    if (!(backward ? backward_spare : forward_spare)) continue;
+    int fw = s_.forward, bw = s_.backward;
+    (backward ? bw : fw) -= 1;
     const bool half = backward ? s_.backward_half_steps : s_.forward_half_steps;
-    if ((backward ? b : f) < lowest(half) || barred(f, b, batch)) continue;
+    if ((backward ? bw : fw) < lowest(half) || barred(fw, bw, batch)) continue;
     s_.before_lowering = std::make_pair(s_.forward, s_.backward);
-    s_.forward = f;
-    s_.backward = b;
+    s_.forward = fw;
+    s_.backward = bw;
     s_.next_check = batch + 1;  // verify the lower setting at once
     return;
   }

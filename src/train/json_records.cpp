@@ -147,6 +147,7 @@ json metrics_json(const EpochMetrics& m) {
     record["gradient_checks"] = m.gradient_checks.value_or(0);
     record["gradient_error"] = optional_number(m.gradient_error);
     record["gradient_error_layers"] = optional_number(m.gradient_error_layers);
+    record["forward_error"] = optional_number(m.forward_error);
     record["control_ms"] = optional_number(m.control_ms);
     if (m.fwd_unskipped) record["fwd_unskipped_fraction"] = *m.fwd_unskipped;
     if (m.bwd_unskipped) record["bwd_unskipped_fraction"] = *m.bwd_unskipped;

@@ -124,6 +124,8 @@ struct Trainer::State {
   struct ControlTally {
     std::int64_t fallbacks = 0;
     std::vector<double> errors;
+    /// The checks' relative errors of the MGRIT forward's logits against the exact forward's.
+    std::vector<double> forward_errors;
     double seconds = 0;
     std::int64_t exact_steps = 0;  ///< step evaluations of the exact recomputations, this rank
     /// Batches, and those whose forward (adjoint) solve ran without skip by a half step.
@@ -603,6 +605,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
     m.gradient_checks = static_cast<std::int64_t>(tally.errors.size());
     m.gradient_error = mean(tally.errors);
     m.gradient_error_layers = mean(tally.layer_errors);
+    m.forward_error = mean(tally.forward_errors);
     // A direction has a share where it has half steps: where the controller chooses its skip.
     auto fraction = [&](std::int64_t n, std::optional<bool> skips) {
       return skips.has_value() && tally.batches > 0
@@ -752,6 +755,7 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
     std::vector<torch::Tensor> approximate;
     const auto params = model->module().parameters();
     if (check) approximate = gradient_clones(params);
+    const torch::Tensor approximate_logits = out.logits;
     restore_buffers(model->module(), buffers);
     model->set_batch_index(global_batch);  // the same dropout masks
     model->set_solver_options(exact_version(solver));
@@ -792,6 +796,18 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
       };
       const double error = relative(sums[0], sums[1]);
       if (sums[3] > 0 || sums[2] > 0) tally.layer_errors.push_back(relative(sums[2], sums[3]));
+      // ‖z − z*‖², ‖z*‖² of the logits over every replica's rows, where they are (a replicated
+      // model's once per replica): one value on every rank.
+      double logit_sums[2] = {0, 0};
+      const bool owns_logits = out.logits.defined() && approximate_logits.defined() &&
+                               (!model->replicated() || mpi::rank(model->layer_comm()) == 0);
+      if (owns_logits) {
+        logit_sums[0] = (approximate_logits - out.logits).pow(2).sum().item<double>();
+        logit_sums[1] = out.logits.pow(2).sum().item<double>();
+      }
+      mpi::check(MPI_Allreduce(MPI_IN_PLACE, logit_sums, 2, MPI_DOUBLE, MPI_SUM, agree),
+                 "MPI_Allreduce (forward error)");
+      const double forward_error = relative(logit_sums[0], logit_sums[1]);
       if (control.diagnostics) {
         const std::array<int, 4> setting = {
             forward.max_iterations(), static_cast<int>(forward.effective_initial_phase()),
@@ -799,8 +815,9 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
         diagnose_check(batch, weight, global_batch, solver, buffers, std::move(errors), setting,
                        sums[1]);
       }
-      c.observe_check(global_batch, error);
+      c.observe_check(global_batch, error, forward_error);
       tally.errors.push_back(error);
+      tally.forward_errors.push_back(forward_error);
     }
     if (fallback) ++tally.fallbacks;
     tally.seconds += now() - start;

@@ -70,6 +70,65 @@ TEST(IterationControl, ChecksRaiseUntilTheGradientIsGoodEnoughThenLowerOneAtATim
   EXPECT_TRUE(c.check_due(23));
 }
 
+// With the forward's error measured, each count answers to its own error: the forward's to
+// the logits' error f, the adjoint's to the gradient's e (the forward's too where f is not
+// 4x within its tolerance, or the adjoint's count cannot rise), and a lowering of the forward
+// needs f 4x within its tolerance whatever e is (within its own).
+TEST(IterationControl, TheForwardsErrorJudgesTheForwardsCount) {
+  train::IterationControl control = both(1, 4);  // e accepted up to 0.04
+  control.forward_tolerance = 0.1;
+  train::IterationController c(control, 1, 1);
+  c.observe_check(0, 0.01, 0.3);  // the gradient passes, the forward does not: forward up only
+  EXPECT_EQ(c.forward_iterations(), 2);
+  EXPECT_EQ(c.backward_iterations(), 1);
+  EXPECT_TRUE(c.check_due(1));
+  c.observe_check(1, 0.2, 0.01);  // the gradient fails with an exact forward: the adjoint up
+  EXPECT_EQ(c.forward_iterations(), 2);
+  EXPECT_EQ(c.backward_iterations(), 2);
+  c.observe_check(2, 0.2, 0.05);  // fails, the forward within but not 4x: both up
+  EXPECT_EQ(c.forward_iterations(), 3);
+  EXPECT_EQ(c.backward_iterations(), 3);
+  c.observe_check(3, 0.03, 0.05);  // both pass, neither 4x within: kept
+  EXPECT_EQ(c.forward_iterations(), 3);
+  EXPECT_EQ(c.backward_iterations(), 3);
+  EXPECT_FALSE(c.check_due(4));
+  // The adjoint's turn to be lowered, but e is not 4x within: the forward's, by f alone.
+  c.observe_check(13, 0.03, 0.02);
+  EXPECT_EQ(c.forward_iterations(), 2);
+  EXPECT_EQ(c.backward_iterations(), 3);
+  EXPECT_TRUE(c.check_due(14));
+  c.observe_check(14, 0.03, 0.2);  // the lowered forward fails: undone and barred
+  EXPECT_EQ(c.forward_iterations(), 3);
+  ASSERT_EQ(c.state().bars.size(), 1u);
+  EXPECT_EQ(c.state().bars[0].forward, 2);
+  EXPECT_EQ(c.state().bars[0].backward, 3);
+  // The adjoint at its most: a failing gradient raises the forward even when f is exact.
+  train::IterationController top(control, 1, 4);
+  top.observe_check(0, 0.2, 0.001);
+  EXPECT_EQ(top.forward_iterations(), 2);
+  EXPECT_EQ(top.backward_iterations(), 4);
+  // A NaN forward error fails; one direction automatic ignores f for the other.
+  train::IterationController nan(control, 1, 1);
+  nan.observe_check(0, 0.01, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(nan.forward_iterations(), 2);
+  EXPECT_EQ(nan.backward_iterations(), 1);
+  train::IterationControl adjoint = control;
+  adjoint.forward = false;
+  train::IterationController only(adjoint, 1, 2);
+  only.observe_check(0, 0.001, 0.9);  // f is not this controller's: e 4x within lowers
+  EXPECT_EQ(only.forward_iterations(), 1);
+  EXPECT_EQ(only.backward_iterations(), 1);
+  train::IterationControl forward = control;
+  forward.backward = false;
+  train::IterationController fwd(forward, 2, 3);
+  fwd.observe_check(0, 0.03, 0.01);  // f 4x within: lowered, though e is not
+  EXPECT_EQ(fwd.forward_iterations(), 1);
+  EXPECT_EQ(fwd.backward_iterations(), 3);
+  train::IterationController raised(forward, 1, 3);
+  raised.observe_check(0, 0.2, 0.001);  // e fails, the adjoint is not automatic: the forward up
+  EXPECT_EQ(raised.forward_iterations(), 2);
+}
+
 // A lowering that fails its verification is undone (not answered by raising both counts) and
 // that setting is barred for 2 retry periods (a fifth of a check period each), so the counts do
 // not oscillate; the next check comes a retry period later, to try the other lowering.
@@ -219,8 +278,10 @@ TEST(IterationControl, HalfStepsRunBetweenWholeIterations) {
   EXPECT_EQ(whole.forward_iterations(), 2);
   EXPECT_EQ(whole.backward_iterations(), 1);
   EXPECT_FALSE(*whole.backward_skips());
-  // Without the control's switch (the default): whole iterations in both directions.
-  train::IterationController none(both(1, 2), 1, 1, true, true);
+  // With the control's switch off: whole iterations in both directions.
+  train::IterationControl off = both(1, 2);
+  off.half_steps = false;
+  train::IterationController none(off, 1, 1, true, true);
   none.observe_check(0, 0.2);
   EXPECT_EQ(none.forward_iterations(), 2);
   EXPECT_EQ(none.backward_iterations(), 2);
@@ -315,6 +376,9 @@ TEST(IterationControl, RefusesInvalidSettings) {
   EXPECT_THROW(train::validate(c), weft::InvalidOption);
   c = both();
   c.gradient_tolerance = 0;
+  EXPECT_THROW(train::validate(c), weft::InvalidOption);
+  c = both();
+  c.forward_tolerance = 1;
   EXPECT_THROW(train::validate(c), weft::InvalidOption);
   c = both();
   c.check_every = 0;

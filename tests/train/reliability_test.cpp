@@ -203,12 +203,12 @@ TEST(AutoIterations, AreChosenByTheTrainingAndReported) {
       2,
       "--steps 8 --channels 2 --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 --fwd-iters "
       "auto --bwd-iters auto --auto-check 1 --auto-max 3 --epochs 1 --batch 5 --fwd-skip 0 "
-      "--auto-half-steps 1 --data " +
+      "--data " +
           data,
       dir, "auto");
   ASSERT_EQ(epochs.size(), 1u);
   const json& m = epochs[0];
-  // Half steps in the adjoint, which skips; none in the forward, which does not.
+  // Half steps (the default) in the adjoint, which skips; none in the forward, which does not.
   EXPECT_FALSE(m.contains("fwd_unskipped_fraction"));
   ASSERT_TRUE(m["bwd_unskipped_fraction"].is_number());
   EXPECT_GE(m["bwd_unskipped_fraction"].get<double>(), 0.0);
@@ -216,6 +216,8 @@ TEST(AutoIterations, AreChosenByTheTrainingAndReported) {
   EXPECT_EQ(m["gradient_checks"], 4);  // 20 images, batches of 5, each checked
   EXPECT_TRUE(m["gradient_error"].is_number());
   EXPECT_TRUE(m["gradient_error_layers"].is_number());
+  ASSERT_TRUE(m["forward_error"].is_number());
+  EXPECT_GE(m["forward_error"].get<double>(), 0.0);
   EXPECT_TRUE(m["fallbacks"].is_number_integer());
   EXPECT_LE(m["fwd_iterations_max"].get<double>(), 3.0);
   EXPECT_LE(m["bwd_iterations_max"].get<double>(), 3.0);
@@ -225,7 +227,7 @@ TEST(AutoIterations, AreChosenByTheTrainingAndReported) {
 
 // --auto-min = --auto-max holds the count; --auto-diagnostics 1 reports the checks' sampling
 // noise (the tiny data's images are equal, its labels not: the halves differ) and the error's
-// persistence (every batch checked at the same setting: a cosine).
+// persistence (every batch checked at the same setting: a cosine, half steps off).
 TEST(AutoIterations, HeldCountsReportTheCheckDiagnostics) {
   const fs::path dir = work_dir();
   const std::string data = tiny_dataset(dir / "data", 28, 28).string();
@@ -233,7 +235,7 @@ TEST(AutoIterations, HeldCountsReportTheCheckDiagnostics) {
       2,
       "--steps 8 --channels 2 --fwd-levels 2 --bwd-levels 2 --fwd-cf 2 --bwd-cf 2 --fwd-iters "
       "auto --bwd-iters auto --auto-check 1 --auto-min 2 --auto-max 2 --auto-diagnostics 1 "
-      "--epochs 1 --batch 5 --data " +
+      "--epochs 1 --batch 5 --auto-half-steps 0 --data " +
           data,
       dir, "diagnostics");
   ASSERT_EQ(epochs.size(), 1u);
@@ -241,6 +243,9 @@ TEST(AutoIterations, HeldCountsReportTheCheckDiagnostics) {
   EXPECT_EQ(m["fwd_iterations_mean"].get<double>(), 2.0);
   EXPECT_EQ(m["bwd_iterations_max"].get<double>(), 2.0);
   EXPECT_EQ(m["gradient_checks"], 4);
+  // Half steps turned off: no shares of unskipped batches.
+  EXPECT_FALSE(m.contains("fwd_unskipped_fraction"));
+  EXPECT_FALSE(m.contains("bwd_unskipped_fraction"));
   ASSERT_TRUE(m["gradient_noise"].is_number());
   EXPECT_GT(m["gradient_noise"].get<double>(), 0.0);
   ASSERT_TRUE(m["gradient_error_persistence"].is_number());
@@ -261,6 +266,10 @@ TEST(AutoIterations, BadCombinationsGetOneLineAndExitTwo) {
                   "option --auto-tol: '0.1' is invalid; accepted: a value used with");
   expect_one_line(weft(0, train + two + "--fwd-iters auto --auto-tol 2", dir), 2,
                   "option --auto-tol");
+  expect_one_line(weft(0, train + two + "--fwd-iters auto --auto-fwd-tol 0", dir), 2,
+                  "option --auto-fwd-tol: '0' is invalid; accepted: a number in (0, 1)");
+  expect_one_line(weft(0, train + "--auto-fwd-tol 0.1", dir), 2,
+                  "option --auto-fwd-tol: '0.1' is invalid; accepted: a value used with");
   expect_one_line(weft(0, train + two + "--fwd-iters sometimes", dir), 2, "option --fwd-iters");
   expect_one_line(weft(0, train + "--auto-half-steps 1", dir), 2,
                   "option --auto-half-steps: '1' is invalid; accepted: a value used with");
@@ -270,6 +279,9 @@ TEST(AutoIterations, BadCombinationsGetOneLineAndExitTwo) {
       weft(0, train + two + "--bwd-iters auto --bwd-skip 0 --auto-half-steps 1", dir), 2,
       "option --auto-half-steps: '1' is invalid (half steps lie between k iterations with and "
       "without --fwd-skip/--bwd-skip); accepted: 0 when no automatic solve skips");
+  // Not asked for, half steps (the default) are not refused where no solve skips.
+  const auto unskipped = weft(0, train + two + "--bwd-iters auto --bwd-skip 0 --epochs 1", dir);
+  EXPECT_EQ(unskipped.code, 0) << unskipped.err;
   expect_one_line(weft(0, train + two + "--fwd-iters auto --auto-min 4 --auto-max 3", dir), 2,
                   "option --auto-min: '4' is invalid; accepted: an integer <= --auto-max 3");
   expect_one_line(weft(0, train + "--auto-diagnostics 1", dir), 2,

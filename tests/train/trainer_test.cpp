@@ -268,6 +268,7 @@ TEST(Trainer, AutomaticIterationsRaiseTheCountsWithinTheirBound) {
     SCOPED_TRACE(half_steps ? "half steps" : "whole iterations");
     train::TrainerOptions o = automatic_options();
     o.iterations.gradient_tolerance = 1e-6;
+    o.iterations.forward_tolerance = 1e-6;  // both errors fail: both counts rise
     o.iterations.check_every = 2;
     o.iterations.half_steps = half_steps;
     const auto r = fit(o);
@@ -286,8 +287,44 @@ TEST(Trainer, AutomaticIterationsRaiseTheCountsWithinTheirBound) {
       EXPECT_GT(*r->epochs[0].fwd_unskipped, 0.0);
     }
     EXPECT_LT(*r->epochs[1].gradient_error, 0.05);
+    EXPECT_LT(*r->epochs[1].forward_error, 0.05);
     EXPECT_GT(*r->epochs[1].step_evaluations, *one->epochs[1].step_evaluations);
   }
+  // A forward within a quarter of its tolerance keeps its count while the adjoint's can rise:
+  // the gradient's error is the adjoint's to answer.
+  train::TrainerOptions o = automatic_options();
+  o.iterations.gradient_tolerance = 1e-6;
+  o.iterations.forward_tolerance = 0.9;
+  o.iterations.check_every = 2;
+  o.iterations.half_steps = false;
+  const auto r = fit(o);
+  const train::EpochMetrics& m = r->epochs[0];
+  ASSERT_TRUE(m.forward_error.has_value());
+  EXPECT_LE(*m.forward_error, 0.9 / 4);
+  EXPECT_EQ(*m.bwd_iterations_max, 4.0);
+  EXPECT_LT(*m.fwd_iterations + 1, *m.bwd_iterations);
+}
+
+// The forward error is the MGRIT logits' distance from the network's own: it falls with the
+// forward's iterations, to round-off where two-level MGRIT is exact, and the adjoint's
+// iterations do not change it (checked at every batch, every step takes the exact gradient:
+// the same training whatever the adjoint's count).
+TEST(Trainer, TheForwardErrorMeasuresTheMgritLogitsAgainstTheNetworks) {
+  auto held = [](int forward, int backward) {
+    train::TrainerOptions o = automatic_options();
+    o.parallel = weft::nn::LayerParallelOptions::multilevel(2, 2, forward, backward);
+    o.iterations.forward = true;
+    o.iterations.backward = false;
+    o.iterations.min_iterations = o.iterations.max_iterations = forward;
+    o.iterations.check_every = 1;
+    const auto r = fit(o);
+    return *r->epochs[1].forward_error;
+  };
+  const double one = held(1, 1), two = held(2, 1), four = held(4, 1);
+  EXPECT_GT(one, 1e-3);
+  EXPECT_LT(two, one / 20);
+  EXPECT_LT(four, 1e-6);
+  EXPECT_DOUBLE_EQ(held(1, 3), one);
 }
 
 TEST(Trainer, AutomaticIterationsRefuseExactModeAndTheSequentialReference) {

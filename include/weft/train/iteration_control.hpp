@@ -7,10 +7,13 @@
 //
 // The policy:
 //  1. Checks. At the run's first batch and every `check_every` batches (and at the next batch
-//     after a loss jump, 3.), the Trainer measures the relative error e = ‖g − g*‖ / ‖g*‖ of
-//     the MGRIT gradient g against the exact-mode gradient g* of the same batch (a second
-//     forward and backward in exact mode; its cost is reported) and steps with g*.
-//     - e > tolerance right after a count was lowered: the lowering is undone, the lowered
+//     after a loss jump, 3.), the Trainer recomputes the batch in exact mode and measures the
+//     relative error e = ‖g − g*‖ / ‖g*‖ of the MGRIT gradient g against the exact-mode
+//     gradient g* of the same batch, and the forward's error f = ‖z − z*‖ / ‖z*‖ of the MGRIT
+//     forward's outputs z (the logits) against the network's own z*; it steps with g*. A
+//     setting passes when e <= gradient_tolerance and (where the forward's iterations are
+//     chosen and f was measured) f <= forward_tolerance.
+//     - A failure right after a count was lowered: the lowering is undone, the lowered
 //       setting is barred for 2 retry periods (retry_every(): a fifth of check_every, at least
 //       1 batch), twice as long at each further failure of that setting (at most 64 retry
 //       periods), and the next check comes one retry period later. The setting returned to
@@ -18,13 +21,22 @@
 //       training, when gradients are least like later ones, is tried again soon, and one that
 //       keeps failing ever more rarely. A setting that passes its verification starts over
 //       at 2 retry periods.
-//     - e > tolerance otherwise: every automatic count goes up by one (up to max_iterations),
-//       and the next batch is checked again, until e ≤ tolerance or every count is at its
-//       maximum.
-//     - e ≤ tolerance / 4: one automatic count goes down by one (the adjoint's and the
-//       forward's in turn, not below min_iterations, nor to a barred setting), and the next
-//       batch verifies it.
+//     - A failure otherwise: the counts go up by one (up to max_iterations), and the next
+//       batch is checked again, until the setting passes or the counts are at their maximum.
+//       With f measured: the forward's count when f is too large; the adjoint's when e is,
+//       and the forward's too unless f <= forward_tolerance / 4 (an exact forward) and the
+//       adjoint's count can still go up. Without f: every automatic count.
+//     - A pass: one count goes down by one (the adjoint's and the forward's in turn, not below
+//       min_iterations, nor to a barred setting) where its error is 4x below its tolerance:
+//       the adjoint's where e <= gradient_tolerance / 4, the forward's where f <=
+//       forward_tolerance / 4 (without f: e <= gradient_tolerance / 4); the next batch
+//       verifies it. The forward's lowering is judged by the forward's own error because the
+//       gradient's error is mostly the adjoint's: the verification says whether the gradient
+//       stays within its tolerance.
 //     - otherwise the counts stay.
+//     Why the forward's error: with too few forward iterations the weights fit the MGRIT
+//     forward, a different function from the network's, while the gradient of that function
+//     stays close to its exact-mode gradient (docs/training.md §4a, §5c).
 //  2. Stalls and divergence. After every batch the residual histories are judged: a
 //     non-finite residual, a final residual above the first one (growth), or a last iteration
 //     that reduced the residual by less than 10 % while it is above 1e-5 of the first (a stall;
@@ -56,13 +68,16 @@ struct IterationControl {
   /// the stages and gru models, settings with errors up to about this train as accurately as
   /// exact mode (docs/benchmarks.md, "Iterations chosen by the training").
   double gradient_tolerance = 0.3;
+  /// The relative error of the MGRIT forward's outputs training accepts, ‖z − z*‖ / ‖z*‖ (at
+  /// the checks; used where the forward's iterations are chosen).
+  double forward_tolerance = 0.1;
   int check_every = 50;  ///< batches between exact-gradient checks (K)
-  /// Rule 4 (half steps) in the directions whose solver skips. On stages one forward
-  /// iteration without skip gives the gradient of two with it, in 36 step evaluations a batch
-  /// instead of 40; on gru the finer steps let the controller settle at errors just below the
-  /// tolerance, which costs accuracy there, so they are off by default (docs/benchmarks.md,
+  /// Rule 4 (half steps) in the directions whose solver skips (none where no solver skips).
+  /// On stages one forward iteration without skip is the exact forward, as two with skip are,
+  /// in 36 step evaluations a batch instead of 40, and on gru the controller reaches exact
+  /// mode's accuracy with fewer evaluations with them than without (docs/benchmarks.md,
   /// "Iterations chosen by the training").
-  bool half_steps = false;
+  bool half_steps = true;
   /// Two more measurements at each check, reported, not used by the policy: the sampling noise
   /// of the exact gradient (‖g*_A − g*_B‖ / 2 over ‖g*‖, from two exact passes over the
   /// batch's halves; 2 more exact recomputations) and the persistence of the gradient error
@@ -131,8 +146,10 @@ class IterationController {
   /// ranks). Returns true when the batch must be recomputed in exact mode (rule 2).
   bool observe_solves(std::int64_t batch, SolveVerdict forward, SolveVerdict backward);
   void observe_loss(std::int64_t batch, double loss);
-  /// After check batch `batch`: the gradient error measured with the counts in force (rule 1).
-  void observe_check(std::int64_t batch, double gradient_error);
+  /// After check batch `batch`: the errors measured with the counts in force (rule 1), the
+  /// gradient's and the forward's outputs' (none where not measured: the gradient's decides).
+  void observe_check(std::int64_t batch, double gradient_error,
+                     std::optional<double> forward_error = std::nullopt);
 
   const State& state() const { return s_; }
   /// Continues from `state` (a checkpoint's); the counts of the directions this control

@@ -49,6 +49,9 @@ struct EpochMetrics {
   /// not the open and close layers, whose gradients are often most of the norm and which the
   /// forward solve alone decides); none when no check ran.
   std::optional<double> gradient_error_layers;
+  /// The checks' mean relative error of the MGRIT forward's logits against the network's own
+  /// forward's, ‖z − z*‖ / ‖z*‖ over the batch; none when no check ran.
+  std::optional<double> forward_error;
   /// With half steps (iteration_control.hpp, rule 4): the fraction of the epoch's batches
   /// whose forward (adjoint) solve ran without skip; none in a direction without half steps.
   std::optional<double> fwd_unskipped, bwd_unskipped;
