@@ -169,9 +169,9 @@ void IterationController::observe_check(std::int64_t batch, double error,
     const bool raise_forward =
         !by_forward || forward_fails || (gradient_fails && (!forward_exact || !backward_can_rise));
     const bool raise_backward = !by_forward || gradient_fails;
-    const State before = s_;
+    const std::pair<int, int> before(s_.forward, s_.backward);
     raise(raise_forward, raise_backward);
-    if (s_.forward != before.forward || s_.backward != before.backward) s_.next_check = batch + 1;
+    if (before != std::make_pair(s_.forward, s_.backward)) s_.next_check = batch + 1;
     return;
   }
   if (verified && record != s_.bars.end()) s_.bars.erase(record);  // it passed: starts over
