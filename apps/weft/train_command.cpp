@@ -242,8 +242,8 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
     return o.effective_initial_phase() == mgrit::InitialPhase::Skip;
   };
   if (!half_steps.empty() && c.iterations.half_steps &&
-      !(c.iterations.forward && skips(c.parallel.forward())) &&
-      !(c.iterations.backward && skips(c.parallel.backward())))
+      !train::half_steps_in(c.iterations, true, skips(c.parallel.forward())) &&
+      !train::half_steps_in(c.iterations, false, skips(c.parallel.backward())))
     invalid_value("--auto-half-steps", "1", "0 when no automatic solve skips",
                   "half steps lie between k iterations with and without --fwd-skip/--bwd-skip");
   for (const bool forward : {true, false}) {

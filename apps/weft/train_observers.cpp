@@ -107,17 +107,26 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
         nn::to_string(c.mgopt.restriction).c_str(), nn::to_string(c.mgopt.interpolation).c_str(),
         c.mgopt.line_search);
   }
-  if (c.iterations.active())
+  if (c.iterations.active()) {
+    auto skips = [](const mgrit::Options& o) {
+      return o.effective_initial_phase() == mgrit::InitialPhase::Skip;
+    };
+    const bool half = train::half_steps_in(c.iterations, true, skips(c.parallel.forward())) ||
+                      train::half_steps_in(c.iterations, false, skips(c.parallel.backward()));
     std::printf(
         "  iterations: %s chosen by the training, %d to %d, exact-gradient checks every "
-        "%d batches, gradient error accepted %g, forward error %g%s%s\n",
+        "%d batches, gradient error accepted %g%s%s%s\n",
         c.iterations.forward && c.iterations.backward ? "forward and adjoint"
         : c.iterations.forward                        ? "forward"
                                                       : "adjoint",
         c.iterations.min_iterations, c.iterations.max_iterations, c.iterations.check_every,
-        c.iterations.gradient_tolerance, c.iterations.forward_tolerance,
-        c.iterations.half_steps ? ", half steps" : "",
+        c.iterations.gradient_tolerance,
+        c.iterations.forward
+            ? fmt::format(", forward error {:g}", c.iterations.forward_tolerance).c_str()
+            : "",
+        half ? ", half steps" : "",
         c.iterations.diagnostics ? ", sampling noise and error persistence measured" : "");
+  }
   if (!c.serial) {
     std::string text =
         nn::to_string(c.parallel, train::model_kind(c.model).staged() && c.model.batchnorm);

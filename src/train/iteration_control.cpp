@@ -33,6 +33,10 @@ std::int64_t retry_every(const IterationControl& control) {
   return std::max(1, control.check_every / 5);
 }
 
+bool half_steps_in(const IterationControl& control, bool forward, bool skips) {
+  return control.half_steps && (forward ? control.forward : control.backward) && skips;
+}
+
 SolveVerdict judge(const std::vector<std::optional<double>>& residuals) {
   std::vector<double> r;
   for (const auto& v : residuals)
@@ -64,8 +68,8 @@ IterationController::IterationController(IterationControl control, int forward, 
                                          bool forward_skips, bool backward_skips)
     : control_(control) {
   validate(control_);
-  s_.forward_half_steps = control_.half_steps && control_.forward && forward_skips;
-  s_.backward_half_steps = control_.half_steps && control_.backward && backward_skips;
+  s_.forward_half_steps = half_steps_in(control_, true, forward_skips);
+  s_.backward_half_steps = half_steps_in(control_, false, backward_skips);
   // The solver's k iterations skip: the half-step setting 2k - 1.
   s_.forward = s_.forward_half_steps ? 2 * forward - 1 : forward;
   s_.backward = s_.backward_half_steps ? 2 * backward - 1 : backward;

@@ -93,6 +93,9 @@ struct IterationControl {
 void validate(const IterationControl& control);
 /// Batches from an undone lowering to the next check, and the unit of the bars (rule 1).
 std::int64_t retry_every(const IterationControl& control);
+/// Whether `control` runs half steps (rule 4) in the forward (adjoint) solve, given whether
+/// that solve skips its first down-cycle's relaxation.
+bool half_steps_in(const IterationControl& control, bool forward, bool skips);
 
 enum class SolveVerdict { Converging, Stalled, Diverged };
 /// One solve's residual history (entries may be missing where none was measured).
