@@ -327,6 +327,25 @@ TEST(Trainer, TheForwardErrorMeasuresTheMgritLogitsAgainstTheNetworks) {
   EXPECT_DOUBLE_EQ(held(1, 3), one);
 }
 
+// With data replicas the forward error is the global batch's: each replica's output rank adds
+// its rows, so two replicas of a one-rank chain measure what one two-rank chain measures
+// (every batch checked: both step with the exact gradient of the same global batch).
+TEST(Trainer, TheForwardErrorOfDataReplicasIsTheGlobalBatchs) {
+  if (world_size() != 2) GTEST_SKIP() << "two ranks: one chain of 2 or 2 replicas of 1";
+  auto forward_error = [](int data_ranks) {
+    train::TrainerOptions o = automatic_options();
+    o.data_ranks = data_ranks;
+    o.iterations.forward = true;
+    o.iterations.backward = false;
+    o.iterations.min_iterations = o.iterations.max_iterations = 1;
+    o.iterations.check_every = 1;
+    return *fit(o)->epochs[1].forward_error;
+  };
+  const double chain = forward_error(1), replicas = forward_error(2);
+  EXPECT_GT(chain, 1e-3);
+  EXPECT_NEAR(replicas, chain, 1e-5 * chain);
+}
+
 TEST(Trainer, AutomaticIterationsRefuseExactModeAndTheSequentialReference) {
   train::TrainerOptions o = automatic_options();
   o.serial = true;
