@@ -238,12 +238,8 @@ void resolve_iteration_control(const Flags& f, TrainConfig& c) {
   c.iterations.diagnostics = parse_switch("--auto-diagnostics", f.get("--auto-diagnostics", "0"));
   // Half steps lie between k iterations with and without skip: without a skipping automatic
   // solve the flag would do nothing.
-  auto skips = [](const mgrit::Options& o) {
-    return o.effective_initial_phase() == mgrit::InitialPhase::Skip;
-  };
   if (!half_steps.empty() && c.iterations.half_steps &&
-      !train::half_steps_in(c.iterations, true, skips(c.parallel.forward())) &&
-      !train::half_steps_in(c.iterations, false, skips(c.parallel.backward())))
+      !train::uses_half_steps(c.iterations, c.parallel.forward(), c.parallel.backward()))
     invalid_value("--auto-half-steps", "1", "0 when no automatic solve skips",
                   "half steps lie between k iterations with and without --fwd-skip/--bwd-skip");
   for (const bool forward : {true, false}) {

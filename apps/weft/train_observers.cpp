@@ -108,11 +108,8 @@ void ConsoleReport::run_started(const train::RunStarted& e) {
         c.mgopt.line_search);
   }
   if (c.iterations.active()) {
-    auto skips = [](const mgrit::Options& o) {
-      return o.effective_initial_phase() == mgrit::InitialPhase::Skip;
-    };
-    const bool half = train::half_steps_in(c.iterations, true, skips(c.parallel.forward())) ||
-                      train::half_steps_in(c.iterations, false, skips(c.parallel.backward()));
+    const bool half =
+        train::uses_half_steps(c.iterations, c.parallel.forward(), c.parallel.backward());
     std::printf(
         "  iterations: %s chosen by the training, %d to %d, exact-gradient checks every "
         "%d batches, gradient error accepted %g%s%s%s\n",

@@ -33,8 +33,18 @@ std::int64_t retry_every(const IterationControl& control) {
   return std::max(1, control.check_every / 5);
 }
 
+bool skips_first_relaxation(const mgrit::Options& solver) {
+  return solver.effective_initial_phase() == mgrit::InitialPhase::Skip;
+}
+
 bool half_steps_in(const IterationControl& control, bool forward, bool skips) {
   return control.half_steps && (forward ? control.forward : control.backward) && skips;
+}
+
+bool uses_half_steps(const IterationControl& control, const mgrit::Options& forward,
+                     const mgrit::Options& backward) {
+  return half_steps_in(control, true, skips_first_relaxation(forward)) ||
+         half_steps_in(control, false, skips_first_relaxation(backward));
 }
 
 SolveVerdict judge(const std::vector<std::optional<double>>& residuals) {

@@ -287,12 +287,10 @@ void Trainer::State::setup(TrainerOptions options_in, const nn::Network* network
                                                    s.comm, s.data, o.serial, parallel);
   s.optimizer = make_optimizer(o, s.model->module());
   if (o.iterations.active()) {
-    auto skips = [](const mgrit::Options& solver) {
-      return solver.effective_initial_phase() == mgrit::InitialPhase::Skip;
-    };
     s.controller = std::make_unique<IterationController>(
         o.iterations, o.parallel.forward().max_iterations(), o.parallel.backward().max_iterations(),
-        skips(o.parallel.forward()), skips(o.parallel.backward()));
+        skips_first_relaxation(o.parallel.forward()),
+        skips_first_relaxation(o.parallel.backward()));
     if (controller_state) s.controller->restore(*controller_state);
   }
   if (o.mgopt.active())

@@ -57,6 +57,8 @@
 #include <utility>
 #include <vector>
 
+#include "weft/mgrit/options.hpp"
+
 namespace weft::train {
 
 struct IterationControl {
@@ -93,9 +95,14 @@ struct IterationControl {
 void validate(const IterationControl& control);
 /// Batches from an undone lowering to the next check, and the unit of the bars (rule 1).
 std::int64_t retry_every(const IterationControl& control);
+/// Whether `solver` skips the relaxation of its first down-cycle: what gives half steps.
+bool skips_first_relaxation(const mgrit::Options& solver);
 /// Whether `control` runs half steps (rule 4) in the forward (adjoint) solve, given whether
 /// that solve skips its first down-cycle's relaxation.
 bool half_steps_in(const IterationControl& control, bool forward, bool skips);
+/// Whether `control` runs half steps in either solve, with these solvers.
+bool uses_half_steps(const IterationControl& control, const mgrit::Options& forward,
+                     const mgrit::Options& backward);
 
 enum class SolveVerdict { Converging, Stalled, Diverged };
 /// One solve's residual history (entries may be missing where none was measured).
