@@ -15,7 +15,10 @@
 # like with like: both carry the contention.
 #
 # Environment: NETWORKS (default "resnet deep stages gru"; "weak" is the ResNet of resnet's flags
-# with WEAK layers per rank, default 4: `weft predict --weak`), RANKS (default "1 2 4 8 16"),
+# with WEAK layers per rank, default 4: `weft predict --weak`; "conv3d" is docs/scaling.md's
+# 520-layer 3-D network with 4 levels, layers placed by cost, on CONV3D_DATA, default the 32^3
+# shapes3d set; a folder from `weft data shapes3d --size 16` makes it 8x cheaper),
+# RANKS (default "1 2 4 8 16"),
 # ROUNDS (default 2), BATCHES traced per run (default 4), OUT (a folder: the weak series as
 # `weft predict --weak --json`-like files for `weft plot scaling`, weak_predicted.json and
 # weak_replayed.json). Build first (scripts/build.sh).
@@ -38,8 +41,9 @@ source scripts/mpi-env.sh
 export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
 weft=${WEFT:-build/apps/weft/weft}
 python=${PYTHON:-/usr/bin/python3}
-data=()
+data=()  # for every network but conv3d, which names its own
 [[ -n ${DATA:-} ]] && data=(--data "$DATA")
+data_for() { [[ $1 == conv3d ]] || echo "${data[@]}"; }
 rounds=${ROUNDS:-2}
 traced=${BATCHES:-4}
 networks=${NETWORKS:-resnet deep stages gru}
@@ -55,6 +59,7 @@ flags_of() {  # the network and MGRIT flags of one named configuration at $2 ran
     deep) echo "--channels 2 --steps 128 --batch 20 --fwd-levels 3 --bwd-levels 3 --fwd-cf 4 --bwd-cf 4" ;;
     stages) echo "--model stages --batch 50" ;;
     gru) echo "--model gru --batch 50 --fwd-levels 2 --bwd-levels 2 --fwd-cf 4 --bwd-cf 4" ;;
+    conv3d) echo "--model conv3d --data ${CONV3D_DATA:-shapes3d} --stage-channels 8,16,32 --stage-steps 173,173,174 --batch 4 --fwd-levels 4 --bwd-levels 4 --balance cost" ;;
     *) echo "unknown network $1" >&2; exit 2 ;;
   esac
 }
@@ -69,11 +74,11 @@ replayed() {
   images=$(($(batch_of "$name") * (traced + 3)))
   local args="train $flags --threads 1 --train-size $images --test-size 10 --epochs 1 --no-progress"
   for _ in $(seq "$others"); do
-    mpirun -np 1 $weft train $(flags_of "$name" 1) "${data[@]}" --threads 1 \
+    mpirun -np 1 $weft train $(flags_of "$name" 1) $(data_for "$name") --threads 1 \
       --train-size "$images" --test-size 10 --epochs 1 --no-progress > /dev/null &
     pids+=($!)
   done
-  mpirun -np "$np" $weft $args "${data[@]}" --trace "$work/$tag.trace" \
+  mpirun -np "$np" $weft $args $(data_for "$name") --trace "$work/$tag.trace" \
     --trace-batches "$traced" > /dev/null
   for pid in "${pids[@]}"; do wait "$pid"; done
   $weft replay "$work/$tag.trace" --json "$work/$tag.replay" > /dev/null
@@ -89,7 +94,7 @@ predicted() {
   [[ $name == weak ]] && extra="--weak $weak"
   # predict refuses a list holding a P beyond the layers: then the largest P that it takes.
   local ranks=$list
-  while ! mpirun -np 1 $weft predict $(flags_of "$name" 1) "${data[@]}" $extra --threads 1 \
+  while ! mpirun -np 1 $weft predict $(flags_of "$name" 1) $(data_for "$name") $extra --threads 1 \
     --ranks "$ranks" --repeats 3 --json "$work/$tag.predict" > /dev/null 2> "$work/$tag.err"; do
     echo "  weft predict --ranks $ranks failed: $(grep -v '^ *$' "$work/$tag.err" | tail -1)" >&2
     [[ $ranks == *,* ]] || break

@@ -3,10 +3,11 @@
 # instrumentation into ./build-sanitize, runs every library test program under them (util,
 # mgrit, data, nn, models, the Trainer: each test program registered with weft_add_test, at all
 # its rank counts), then runs each libFuzzer harness (fuzz/) for
-# WEFT_FUZZ_SECONDS (default 60) from its seed corpus in fuzz/corpus. Any sanitizer report, test
-# failure or fuzzer crash fails the script. Not covered here: the end-to-end tests of the `weft`
-# programs (tests/cli, tests/train: they run the same library code through the CLI, and
-# sanitized they would not fit CI's time) and the Python module's tests.
+# WEFT_FUZZ_SECONDS (default 60) from its seed corpus in fuzz/corpus, and short sanitized `weft`
+# runs, one per path through the training program (scripts/sanitized-cli-runs.sh). Any sanitizer
+# report, test failure or fuzzer crash fails the script. Not covered here: the end-to-end tests
+# of the `weft` programs (tests/cli, tests/train: sanitized they would not fit CI's time; the
+# short runs stand for them) and the Python module's tests.
 # Called by scripts/run-tests.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,7 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   > /dev/null
 targets=("${tests[@]}")
 for f in "${fuzzers[@]}"; do targets+=("weft_fuzz_$f"); done
+targets+=(weft weft-nn)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 source scripts/mpi-env.sh
@@ -49,4 +51,5 @@ for f in "${fuzzers[@]}"; do
   "$build/fuzz/weft_fuzz_$f" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=20 \
     -print_final_stats=1 "$corpus" "fuzz/corpus/$f"
 done
+bash scripts/sanitized-cli-runs.sh "$build"
 echo "sanitizers and fuzzing: clean"

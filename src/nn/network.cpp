@@ -256,7 +256,8 @@ torch::Tensor LayerParallelImpl::loss(
   }
   {
     trace::Span span("broadcast", c.comm.get(), c.ranks - 1, sizeof(shared));
-    mpi::check(MPI_Bcast(shared, 2, MPI_DOUBLE, c.ranks - 1, c.comm.get()), "MPI_Bcast (loss)");
+    mpi::check(MPI_Bcast(shared, mpi::count_of(shared), MPI_DOUBLE, c.ranks - 1, c.comm.get()),
+               "MPI_Bcast (loss)");
   }
   // Every rank knows that the criterion threw; the agreement tells each why (the output
   // rank's exception, on every rank).

@@ -247,8 +247,10 @@ RecurrentOutput RecurrentImpl::run(const torch::Tensor& input, const torch::Tens
   // Every rank must hold the same sequence shape (distributed: the same batch, and its share).
   std::int64_t mine[2] = {distributed ? 0 : length, input.size(1)}, low[2] = {0, 0},
                high[2] = {0, 0};
-  mpi::check(MPI_Allreduce(mine, low, 2, MPI_INT64_T, MPI_MIN, c.comm()), "MPI_Allreduce");
-  mpi::check(MPI_Allreduce(mine, high, 2, MPI_INT64_T, MPI_MAX, c.comm()), "MPI_Allreduce");
+  mpi::check(MPI_Allreduce(mine, low, mpi::count_of(mine), MPI_INT64_T, MPI_MIN, c.comm()),
+             "MPI_Allreduce");
+  mpi::check(MPI_Allreduce(mine, high, mpi::count_of(mine), MPI_INT64_T, MPI_MAX, c.comm()),
+             "MPI_Allreduce");
   if (low[0] != high[0] || low[1] != high[1])
     throw BadData("recurrent network (" + mpi::where(c.comm()) +
                   "): the ranks hold inputs of different shapes (steps " + std::to_string(low[0]) +

@@ -37,12 +37,6 @@ using weft::clock::now;
 
 namespace {
 
-/// An MPI count of a fixed-size array, so that the count follows the array when it grows.
-template <typename T, std::size_t N>
-constexpr int mpi_count(const T (&)[N]) {
-  return static_cast<int>(N);
-}
-
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& o,
                                                         torch::nn::Module& module) {
   auto params = module.parameters();
@@ -491,7 +485,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
       double sums[2] = {b.loss * static_cast<double>(mine), b.correct};
       trace::Span reduce("allreduce", "mpi", trace::Kind::Reduce);
       reduce.reduction(data, sizeof(sums));
-      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, mpi_count(sums), MPI_DOUBLE, MPI_SUM, data),
+      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, mpi::count_of(sums), MPI_DOUBLE, MPI_SUM, data),
                  "MPI_Allreduce (batch loss)");
       b.loss = sums[0] / static_cast<double>(n);
       b.correct = sums[1];
@@ -548,7 +542,7 @@ void Trainer::State::train_epoch(int epoch, std::int64_t batches_per_epoch, std:
   double times[5] = {steady_mean(fwd_ms), steady_mean(bwd_ms), steady_mean(opt_ms),
                      steady_mean(batch_ms), wait_seconds},
          slowest[5];
-  mpi::check(MPI_Allreduce(times, slowest, mpi_count(times), MPI_DOUBLE, MPI_MAX, agree),
+  mpi::check(MPI_Allreduce(times, slowest, mpi::count_of(times), MPI_DOUBLE, MPI_MAX, agree),
              "MPI_Allreduce");
   const double eval_start = now();
   // The solve's forward differs from the network's only where it is multilevel.
@@ -748,7 +742,7 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
       static_cast<int>(nan_loss ? SolveVerdict::Converging
                                 : judge(mgrit_backward.result.residuals)),
       c.check_due(global_batch) ? 1 : 0};
-  mpi::check(MPI_Allreduce(MPI_IN_PLACE, flags, mpi_count(flags), MPI_INT, MPI_MAX, agree),
+  mpi::check(MPI_Allreduce(MPI_IN_PLACE, flags, mpi::count_of(flags), MPI_INT, MPI_MAX, agree),
              "MPI_Allreduce (iteration control)");
   const bool fallback = c.observe_solves(global_batch, static_cast<SolveVerdict>(flags[0]),
                                          static_cast<SolveVerdict>(flags[1]));
@@ -793,7 +787,7 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
           sums[3] += exact_squared;
         }
       }
-      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, mpi_count(sums), MPI_DOUBLE, MPI_SUM, comm),
+      mpi::check(MPI_Allreduce(MPI_IN_PLACE, sums, mpi::count_of(sums), MPI_DOUBLE, MPI_SUM, comm),
                  "MPI_Allreduce (gradient error)");
       auto relative = [](double error_squared, double exact_squared) {
         return exact_squared > 0 ? std::sqrt(error_squared / exact_squared)
@@ -810,8 +804,8 @@ BatchOutcome Trainer::State::controlled_batch(const Batch& batch, double weight,
         logit_sums[0] = (approximate_logits - out.logits).pow(2).sum().item<double>();
         logit_sums[1] = out.logits.pow(2).sum().item<double>();
       }
-      mpi::check(MPI_Allreduce(MPI_IN_PLACE, logit_sums, mpi_count(logit_sums), MPI_DOUBLE, MPI_SUM,
-                               agree),
+      mpi::check(MPI_Allreduce(MPI_IN_PLACE, logit_sums, mpi::count_of(logit_sums), MPI_DOUBLE,
+                               MPI_SUM, agree),
                  "MPI_Allreduce (forward error)");
       const double forward_error = relative(logit_sums[0], logit_sums[1]);
       if (control.diagnostics) {
@@ -855,7 +849,7 @@ void Trainer::State::diagnose_check(const Batch& batch, double weight, std::int6
       dots[1] += error[i].pow(2).sum().item<double>();
       dots[2] += last_error[i].pow(2).sum().item<double>();
     }
-    mpi::check(MPI_Allreduce(MPI_IN_PLACE, dots, mpi_count(dots), MPI_DOUBLE, MPI_SUM, comm),
+    mpi::check(MPI_Allreduce(MPI_IN_PLACE, dots, mpi::count_of(dots), MPI_DOUBLE, MPI_SUM, comm),
                "MPI_Allreduce (error persistence)");
     if (dots[1] > 0 && dots[2] > 0)
       tally.persistences.push_back(dots[0] / std::sqrt(dots[1] * dots[2]));

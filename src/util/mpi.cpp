@@ -242,14 +242,15 @@ std::optional<AgreedFailure> agree(MPI_Comm comm, int code, const std::string& m
   {
     trace::Span span("allreduce", "mpi", trace::Kind::Reduce);
     span.reduction(comm, sizeof(mine));
-    check(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce (agree)");
+    check(MPI_Allreduce(mine, agreed, count_of(mine), MPI_INT, MPI_MIN, comm),
+          "MPI_Allreduce (agree)");
   }
   if (agreed[0] == none) return std::nullopt;
   AgreedFailure f;
   f.speaker = agreed[0] % ranks;
   f.every_rank = agreed[1] == 1;
   int header[2] = {code, static_cast<int>(message.size())};
-  check(MPI_Bcast(header, 2, MPI_INT, f.speaker, comm), "MPI_Bcast (agree)");
+  check(MPI_Bcast(header, count_of(header), MPI_INT, f.speaker, comm), "MPI_Bcast (agree)");
   f.code = header[0];
   f.message.assign(static_cast<size_t>(header[1]), '\0');
   if (me == f.speaker) f.message = message;

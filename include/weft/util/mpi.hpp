@@ -2,6 +2,7 @@
 // Thin MPI helpers: error checking, rank/size queries and an owning communicator handle.
 #include <mpi.h>
 
+#include <cstddef>
 #include <exception>
 #include <optional>
 #include <string>
@@ -13,6 +14,13 @@ namespace weft::mpi {
 
 /// Throws MpiError naming the call and the MPI error string when `code` is not MPI_SUCCESS.
 void check(int code, const char* call);
+
+/// The MPI count of a fixed-size array: the count follows the array when it grows, where a
+/// literal would not (a reduction that counted 4 doubles of a 2-double array wrote past it).
+template <typename T, std::size_t N>
+constexpr int count_of(const T (&)[N]) {
+  return static_cast<int>(N);
+}
 
 int rank(MPI_Comm comm);
 int size(MPI_Comm comm);

@@ -14,7 +14,8 @@ void collect_statistics(const Statistics& st, MPI_Comm comm, RunSummary& sum) {
   double local[5] = {st.setup_seconds, st.solve_seconds, st.step_seconds, st.comm_seconds,
                      st.other_seconds()};
   double global[5] = {};
-  mpi::check(MPI_Reduce(local, global, 5, MPI_DOUBLE, MPI_MAX, 0, comm), "MPI_Reduce (timings)");
+  mpi::check(MPI_Reduce(local, global, mpi::count_of(local), MPI_DOUBLE, MPI_MAX, 0, comm),
+             "MPI_Reduce (timings)");
   sum.setup = global[0];
   sum.solve = global[1];
   sum.step = global[2];
