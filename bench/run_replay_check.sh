@@ -19,7 +19,8 @@
 # 520-layer 3-D network with 4 levels, layers placed by cost, on CONV3D_DATA, default the 32^3
 # shapes3d set; a folder from `weft data shapes3d --size 16` makes it 8x cheaper),
 # RANKS (default "1 2 4 8 16"),
-# ROUNDS (default 2), BATCHES traced per run (default 4), OUT (a folder: the weak series as
+# ROUNDS (default 2), BATCHES traced per run (default 4), COPIES_MAX (the most copies of the
+# 1-rank run for the contention column, default P - 1), OUT (a folder: the weak series as
 # `weft predict --weak --json`-like files for `weft plot scaling`, weak_predicted.json and
 # weak_replayed.json). Build first (scripts/build.sh).
 #
@@ -50,6 +51,10 @@ networks=${NETWORKS:-resnet deep stages gru}
 ranks_list=${RANKS:-1 2 4 8 16}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# The contention column's copies at P: P - 1, at most COPIES_MAX (for networks whose P copies
+# would not fit in memory; the column then says how many ran).
+copies_at() { local n=$(($1 - 1)); echo $((n < ${COPIES_MAX:-1000000} ? n : ${COPIES_MAX:-1000000})); }
 
 weak=${WEAK:-4}
 flags_of() {  # the network and MGRIT flags of one named configuration at $2 ranks
@@ -131,7 +136,7 @@ for name in $networks; do
     for np in $ranks_list; do
       [[ ${pred[$np]} == *skip* ]] && continue
       rep[$np]+=" $(replayed "$name" "$np" 0 "$name-$np-$r")"
-      [[ $np -ge 2 ]] && busy[$np]+=" $(replayed "$name" 1 $((np - 1)) "$name-$np-busy-$r")"
+      [[ $np -ge 2 ]] && busy[$np]+=" $(replayed "$name" 1 "$(copies_at "$np")" "$name-$np-busy-$r")"
     done
   done
   for np in $ranks_list; do
@@ -140,9 +145,10 @@ for name in $networks; do
       continue
     fi
     $python - "$np" "${alone[*]}" "${busy[$np]:-${alone[*]}}" "${pred[$np]}" "${rep[$np]}" \
-      "$work/series-$name" <<'PY'
+      "$work/series-$name" "$(copies_at "$np")" <<'PY'
 import json, statistics, sys
 np = int(sys.argv[1])
+copies = int(sys.argv[7]) if np > 1 else 0
 # Values are "batch_ms:MiB:slowdown" (predict) and "replayed_ms:MiB:measured_ms" (traced runs).
 alone, busy, pred, rep = ([[float(v) for v in x.split(":")] for x in a.split()]
                           for a in sys.argv[2:6])
@@ -152,12 +158,13 @@ p, r, measured, slowdown = med(pred, 0), med(rep, 0), med(rep, 2), med(pred, 2)
 print(f"  P={np:3d}  predicted {p:9.2f} ms  replayed {r:9.2f} ms  measured {measured:9.2f} ms  "
       f"(1 rank alone {med(alone, 2):9.2f} ms)  predicted/replayed {p / r:.3f}  "
       f"replayed/measured {r / measured:.3f}  slowdown: predict's {slowdown:.2f}, "
-      f"contention (1 rank beside P-1 copies) {contention:.2f}  "
+      f"contention (1 rank beside {copies} copies) {contention:.2f}  "
       f"MiB per rank: predicted {med(pred, 1):7.1f}  max RSS {med(rep, 1):7.1f}")
 with open(sys.argv[6], "a") as f:
     f.write(json.dumps({"ranks": np, "predicted_ms": p, "replayed_ms": r,
                         "measured_ms": measured, "predicted_slowdown": slowdown,
-                        "contention": contention, "predicted_mib": med(pred, 1),
+                        "contention": contention, "contention_copies": copies,
+                        "predicted_mib": med(pred, 1),
                         "max_rss_mib": med(rep, 1)}) + "\n")
 PY
   done

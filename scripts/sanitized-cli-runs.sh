@@ -22,7 +22,8 @@ run() {
   local start=$SECONDS
   if ! timeout 600 mpirun -np "$ranks" --oversubscribe "$weft" "$@" > "$work/$name.log" 2>&1; then
     echo "sanitized-cli-runs: '$name' failed (weft $*):" >&2
-    tail -40 "$work/$name.log" >&2
+    grep -m 3 -A 12 "ERROR: AddressSanitizer\|runtime error" "$work/$name.log" >&2 ||
+      tail -40 "$work/$name.log" >&2
     exit 1
   fi
   echo "sanitized $name, mpirun -np $ranks: ok, $((SECONDS - start)) s"
