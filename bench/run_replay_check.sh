@@ -54,7 +54,9 @@ trap 'rm -rf "$work"' EXIT
 
 # The contention column's copies at P: P - 1, at most COPIES_MAX (for networks whose P copies
 # would not fit in memory; the column then says how many ran).
-copies_at() { local n=$(($1 - 1)); echo $((n < ${COPIES_MAX:-1000000} ? n : ${COPIES_MAX:-1000000})); }
+copies_max=${COPIES_MAX:-1000000}
+[[ $copies_max =~ ^[0-9]+$ ]] || { echo "run_replay_check.sh: COPIES_MAX '$copies_max' is not a whole number" >&2; exit 2; }
+copies_at() { local n=$(($1 - 1)); echo $((n < copies_max ? n : copies_max)); }
 
 weak=${WEAK:-4}
 flags_of() {  # the network and MGRIT flags of one named configuration at $2 ranks

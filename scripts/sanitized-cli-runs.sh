@@ -8,6 +8,10 @@
 # called by scripts/sanitize-and-fuzz.sh after its targets weft and weft-nn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[[ $# == 1 && -x $1/apps/weft/weft ]] || {
+  echo "usage: scripts/sanitized-cli-runs.sh BUILD_DIR (a build with BUILD_DIR/apps/weft/weft)" >&2
+  exit 2
+}
 weft="$1/apps/weft/weft"
 source scripts/mpi-env.sh
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1
