@@ -42,9 +42,11 @@ source scripts/mpi-env.sh
 export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
 weft=${WEFT:-build/apps/weft/weft}
 python=${PYTHON:-/usr/bin/python3}
-data=()  # for every network but conv3d, which names its own
+data=()
 [[ -n ${DATA:-} ]] && data=(--data "$DATA")
-data_for() { [[ $1 == conv3d ]] || echo "${data[@]}"; }
+# The --data flags of network $1 in the array net_data: DATA's, but none for conv3d, whose flags
+# name its own.
+set_net_data() { net_data=(); [[ $1 == conv3d ]] || net_data=("${data[@]}"); }
 rounds=${ROUNDS:-2}
 traced=${BATCHES:-4}
 networks=${NETWORKS:-resnet deep stages gru}
@@ -80,12 +82,14 @@ replayed() {
   flags=$(flags_of "$name" "$np")
   images=$(($(batch_of "$name") * (traced + 3)))
   local args="train $flags --threads 1 --train-size $images --test-size 10 --epochs 1 --no-progress"
+  local net_data
+  set_net_data "$name"
   for _ in $(seq "$others"); do
-    mpirun -np 1 $weft train $(flags_of "$name" 1) $(data_for "$name") --threads 1 \
+    mpirun -np 1 $weft train $(flags_of "$name" 1) "${net_data[@]}" --threads 1 \
       --train-size "$images" --test-size 10 --epochs 1 --no-progress > /dev/null &
     pids+=($!)
   done
-  mpirun -np "$np" $weft $args $(data_for "$name") --trace "$work/$tag.trace" \
+  mpirun -np "$np" $weft $args "${net_data[@]}" --trace "$work/$tag.trace" \
     --trace-batches "$traced" > /dev/null
   for pid in "${pids[@]}"; do wait "$pid"; done
   $weft replay "$work/$tag.trace" --json "$work/$tag.replay" > /dev/null
@@ -100,8 +104,9 @@ predicted() {
   local name=$1 list=$2 tag=$3 extra=""
   [[ $name == weak ]] && extra="--weak $weak"
   # predict refuses a list holding a P beyond the layers: then the largest P that it takes.
-  local ranks=$list
-  while ! mpirun -np 1 $weft predict $(flags_of "$name" 1) $(data_for "$name") $extra --threads 1 \
+  local ranks=$list net_data
+  set_net_data "$name"
+  while ! mpirun -np 1 $weft predict $(flags_of "$name" 1) "${net_data[@]}" $extra --threads 1 \
     --ranks "$ranks" --repeats 3 --json "$work/$tag.predict" > /dev/null 2> "$work/$tag.err"; do
     echo "  weft predict --ranks $ranks failed: $(grep -v '^ *$' "$work/$tag.err" | tail -1)" >&2
     [[ $ranks == *,* ]] || break

@@ -7,12 +7,12 @@
 # non-zero exit). Usage: scripts/sanitized-cli-runs.sh BUILD_DIR (built with the sanitizers;
 # called by scripts/sanitize-and-fuzz.sh after its targets weft and weft-nn).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 [[ $# == 1 && -x $1/apps/weft/weft ]] || {
   echo "usage: scripts/sanitized-cli-runs.sh BUILD_DIR (a build with BUILD_DIR/apps/weft/weft)" >&2
   exit 2
 }
-weft="$1/apps/weft/weft"
+weft=$(realpath "$1/apps/weft/weft")  # BUILD_DIR as given, from where the script was called
+cd "$(dirname "$0")/.."
 source scripts/mpi-env.sh
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
