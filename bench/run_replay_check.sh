@@ -12,7 +12,11 @@
 # JSON's "slowdown"). The script measures the same effect its own way, for each P: the replayed
 # 1-rank batch with P - 1 copies of the run going at once, over the replayed 1-rank batch alone
 # (the "contention" column), printed beside predict's slowdown. Predicted / replayed compares
-# like with like: both carry the contention.
+# like with like: both carry the contention. A second line per P replays the same traced run at
+# the costs of the round's traced 1-rank run (`weft replay --costs-from`: each step priced at what
+# it cost there, the time between events divided by the slowdown measured on the steps), which
+# takes the contention of sharing fewer cores than ranks out event by event, and gives
+# predicted over that.
 #
 # Environment: NETWORKS (default "resnet deep stages gru"; "weak" is the ResNet of resnet's flags
 # with WEAK layers per rank, default 4: `weft predict --weak`; "conv3d" is docs/scaling.md's
@@ -74,11 +78,13 @@ flags_of() {  # the network and MGRIT flags of one named configuration at $2 ran
 }
 batch_of() { flags_of "$1" 1 | sed -E 's/.*--batch ([0-9]+).*/\1/'; }
 
-# "replayed:MiB:measured" of a traced run of network $1 at $2 ranks (median batch in ms, largest
-# max RSS of its ranks, measured wall time per batch in ms); $3 > 0: that many untraced 1-rank
-# copies of the run go at once (contention).
+# "replayed:MiB:measured:repriced:contention" of a traced run of network $1 at $2 ranks (median
+# batch in ms, largest max RSS of its ranks, measured wall time per batch in ms; with a reference
+# trace $5, the replay at its costs, `weft replay --costs-from`, and the contention that took out
+# of the run's steps; else the replay and 1); $3 > 0: that many untraced 1-rank copies of the run
+# go at once (contention).
 replayed() {
-  local name=$1 np=$2 others=$3 tag=$4 flags images pids=()
+  local name=$1 np=$2 others=$3 tag=$4 reference=${5:-} flags images pids=()
   flags=$(flags_of "$name" "$np")
   images=$(($(batch_of "$name") * (traced + 3)))
   local args="train $flags --threads 1 --train-size $images --test-size 10 --epochs 1 --no-progress"
@@ -93,9 +99,17 @@ replayed() {
     --trace-batches "$traced" > /dev/null
   for pid in "${pids[@]}"; do wait "$pid"; done
   $weft replay "$work/$tag.trace" --json "$work/$tag.replay" > /dev/null
+  if [[ -n $reference ]]; then
+    $weft replay "$work/$tag.trace" --costs-from "$reference" --json "$work/$tag.repriced" \
+      > /dev/null
+  else
+    cp "$work/$tag.replay" "$work/$tag.repriced"
+  fi
   $python -c "import json; r = json.load(open('$work/$tag.replay')); \
+c = json.load(open('$work/$tag.repriced')); \
 rss = json.load(open('$work/$tag.trace'))['otherData']['max_rss_kib'].values(); \
-print(f\"{r['median_batch_ms']}:{max(rss) / 1024}:{r['measured_median_batch_ms']}\")"
+print(f\"{r['median_batch_ms']}:{max(rss) / 1024}:{r['measured_median_batch_ms']}:\" \
+      f\"{c['median_batch_ms']}:{c.get('contention', 1.0)}\")"
 }
 
 # "batch_ms:MiB:slowdown" for each P of the list $2 (one line each; "skip" where predict has no
@@ -108,7 +122,9 @@ predicted() {
   set_net_data "$name"
   while ! mpirun -np 1 $weft predict $(flags_of "$name" 1) "${net_data[@]}" $extra --threads 1 \
     --ranks "$ranks" --repeats 3 --json "$work/$tag.predict" > /dev/null 2> "$work/$tag.err"; do
-    echo "  weft predict --ranks $ranks failed: $(grep -v '^ *$' "$work/$tag.err" | tail -1)" >&2
+    # predict's own line comes first; mpirun's banner about the exit status follows it.
+    echo "  weft predict --ranks $ranks failed: $(grep -m1 '^weft' "$work/$tag.err" ||
+      grep -m1 -v '^ *$' "$work/$tag.err")" >&2
     [[ $ranks == *,* ]] || break
     ranks=${ranks%,*}
   done
@@ -142,7 +158,7 @@ for name in $networks; do
     alone+=("$(replayed "$name" 1 0 "$name-alone-$r")")
     for np in $ranks_list; do
       [[ ${pred[$np]} == *skip* ]] && continue
-      rep[$np]+=" $(replayed "$name" "$np" 0 "$name-$np-$r")"
+      rep[$np]+=" $(replayed "$name" "$np" 0 "$name-$np-$r" "$work/$name-alone-$r.trace")"
       [[ $np -ge 2 ]] && busy[$np]+=" $(replayed "$name" 1 "$(copies_at "$np")" "$name-$np-busy-$r")"
     done
   done
@@ -156,7 +172,8 @@ for name in $networks; do
 import json, statistics, sys
 np = int(sys.argv[1])
 copies = int(sys.argv[7]) if np > 1 else 0
-# Values are "batch_ms:MiB:slowdown" (predict) and "replayed_ms:MiB:measured_ms" (traced runs).
+# Values are "batch_ms:MiB:slowdown" (predict) and
+# "replayed_ms:MiB:measured_ms:repriced_ms:contention" (traced runs).
 alone, busy, pred, rep = ([[float(v) for v in x.split(":")] for x in a.split()]
                           for a in sys.argv[2:6])
 med = lambda rows, k: statistics.median(row[k] for row in rows)
@@ -167,10 +184,14 @@ print(f"  P={np:3d}  predicted {p:9.2f} ms  replayed {r:9.2f} ms  measured {meas
       f"replayed/measured {r / measured:.3f}  slowdown: predict's {slowdown:.2f}, "
       f"contention (1 rank beside {copies} copies) {contention:.2f}  "
       f"MiB per rank: predicted {med(pred, 1):7.1f}  max RSS {med(rep, 1):7.1f}")
+repriced, in_run = med(rep, 3), med(rep, 4)
+print(f"         replayed at the 1-rank run's costs {repriced:9.2f} ms (its steps ran "
+      f"{in_run:.2f}x those costs)  predicted/that {p / repriced:.3f}")
 with open(sys.argv[6], "a") as f:
     f.write(json.dumps({"ranks": np, "predicted_ms": p, "replayed_ms": r,
                         "measured_ms": measured, "predicted_slowdown": slowdown,
                         "contention": contention, "contention_copies": copies,
+                        "repriced_ms": repriced, "contention_in_run": in_run,
                         "predicted_mib": med(pred, 1),
                         "max_rss_mib": med(rep, 1)}) + "\n")
 PY

@@ -23,9 +23,11 @@ struct ReplayArgs {
   std::string input;
   std::string latency_us, bandwidth_gbs;
   std::string json_path;
+  std::string costs_from;
 };
 
-std::string report(const mgrit::Replay& r, const mgrit::ReplayLink& link) {
+std::string report(const mgrit::Replay& r, const mgrit::ReplayLink& link,
+                   const std::string& costs_from) {
   std::string s = fmt::format(
       "weft replay: {} rank(s), {} traced batch(es); one core per rank, messages {:.3g} us + "
       "bytes / {:.3g} GB/s\n",
@@ -41,10 +43,16 @@ std::string report(const mgrit::Replay& r, const mgrit::ReplayLink& link) {
                    1e3 * r.median_optimizer, 1e3 * r.measured_median_batch);
   s += fmt::format("  replayed / measured: {:.3f}\n",
                    r.measured_median_batch > 0 ? r.median_batch / r.measured_median_batch : 0.0);
+  if (!costs_from.empty())
+    s += fmt::format(
+        "  costs from {}: {:.1f} % of the traced compute time priced by its own step, {:.1f} % "
+        "by a step of its family; the traced steps took {:.3f}x their reference cost "
+        "(contention), and the time the reference does not price is divided by that\n",
+        costs_from, 100 * r.priced_by_key, 100 * r.priced_by_family, r.contention);
   return s;
 }
 
-json to_json(const mgrit::Replay& r, const mgrit::ReplayLink& link) {
+json to_json(const mgrit::Replay& r, const mgrit::ReplayLink& link, const std::string& costs_from) {
   json batches = json::array();
   for (const auto& b : r.batches)
     batches.push_back({{"index", b.index},
@@ -55,16 +63,23 @@ json to_json(const mgrit::Replay& r, const mgrit::ReplayLink& link) {
                        {"measured_batch_ms", 1e3 * b.measured}});
   json busy = json::array();
   for (double b : r.busy) busy.push_back(1e3 * b);
-  return {{"ranks", r.ranks},
-          {"latency_us", link.latency * 1e6},
-          {"bandwidth_gbs", link.bandwidth / 1e9},
-          {"batches", batches},
-          {"median_batch_ms", 1e3 * r.median_batch},
-          {"median_forward_ms", 1e3 * r.median_forward},
-          {"median_backward_ms", 1e3 * r.median_backward},
-          {"median_optimizer_ms", 1e3 * r.median_optimizer},
-          {"measured_median_batch_ms", 1e3 * r.measured_median_batch},
-          {"busy_ms_per_rank", busy}};
+  json out = {{"ranks", r.ranks},
+              {"latency_us", link.latency * 1e6},
+              {"bandwidth_gbs", link.bandwidth / 1e9},
+              {"batches", batches},
+              {"median_batch_ms", 1e3 * r.median_batch},
+              {"median_forward_ms", 1e3 * r.median_forward},
+              {"median_backward_ms", 1e3 * r.median_backward},
+              {"median_optimizer_ms", 1e3 * r.median_optimizer},
+              {"measured_median_batch_ms", 1e3 * r.measured_median_batch},
+              {"busy_ms_per_rank", busy}};
+  if (!costs_from.empty()) {
+    out["costs_from"] = costs_from;
+    out["contention"] = r.contention;
+    out["priced_by_key"] = r.priced_by_key;
+    out["priced_by_family"] = r.priced_by_family;
+  }
+  return out;
 }
 
 std::string run(const ReplayArgs& a) {
@@ -78,21 +93,30 @@ std::string run(const ReplayArgs& a) {
     if (!(link.bandwidth > 0)) invalid_value("--bandwidth-gbs", a.bandwidth_gbs, "a number > 0");
   }
   const report::TraceFile trace = report::read_trace(a.input);
+  std::unique_ptr<mgrit::ReferenceCosts> reference;
+  if (!a.costs_from.empty()) {
+    const report::TraceFile costs = report::read_trace(a.costs_from);
+    if (costs.model != trace.model)
+      invalid_value("--costs-from", a.costs_from,
+                    "a trace of the same network (this one traced --model '" + costs.model +
+                        "', the replayed run '" + trace.model + "')");
+    reference = std::make_unique<mgrit::ReferenceCosts>(costs.events);
+  }
   mgrit::Replay r;
   try {
-    r = mgrit::replay(trace.events, link);
+    r = mgrit::replay(trace.events, link, reference.get());
   } catch (const BadData& e) {
     throw InvalidOption("input '" + a.input + "': " + e.what());
   }
   if (!a.json_path.empty()) {
     std::ofstream out(a.json_path);
-    out << to_json(r, link).dump(2) << "\n";
+    out << to_json(r, link, a.costs_from).dump(2) << "\n";
     out.flush();
     if (!out)
       throw InvalidOption("option --json: '" + a.json_path +
                           "' is invalid (cannot write it); accepted: a writable path");
   }
-  return report(r, link);
+  return report(r, link, a.costs_from);
 }
 
 // Rank 0 replays; every rank learns the verdict.
@@ -121,6 +145,11 @@ Subcommand add_replay_command(CLI::App& weft) {
   cmd->add_option("--bandwidth-gbs", a->bandwidth_gbs, "message bandwidth in GB/s (default 5)")
       ->type_name("X");
   cmd->add_option("--json", a->json_path, "write the replay as JSON")->type_name("PATH");
+  cmd->add_option("--costs-from", a->costs_from,
+                  "price each computation at its CPU time in this trace instead (the same "
+                  "network traced at one rank): the replay without the contention of a run "
+                  "with more ranks than cores")
+      ->type_name("FILE");
   return Subcommand{cmd, [a](MPI_Comm comm) { return run_replay(*a, comm); }, nullptr};
 }
 

@@ -48,6 +48,22 @@ struct Point {
   const TracedEvent* event = nullptr;
 };
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Repricing from a reference run (ReferenceCosts): the sums that give the contention, and per
+/// rank the compute events (indices into its schedule) whose traced CPU time it divides.
+struct Repricing {
+  const ReferenceCosts* reference = nullptr;
+  double traced_matched = 0, reference_matched = 0;  // CPU seconds of the matched events
+  double keyed = 0, by_key = 0, by_family = 0;       // traced CPU seconds of keyed events
+  std::vector<std::vector<size_t>> unpriced;         // per rank
+};
+
 std::string where(int rank, const TracedEvent& e) {
   return "rank " + std::to_string(rank) + ", event '" + e.name + "' at " +
          std::to_string(e.wall_start * 1e3) + " ms";
@@ -56,7 +72,8 @@ std::string where(int rank, const TracedEvent& e) {
 /// Rank r's schedule: its events in wall order, the CPU time between them as compute.
 std::vector<Event> rank_schedule(
     int r, const std::vector<TracedEvent>& events, int ranks,
-    std::map<std::vector<int>, std::shared_ptr<const std::vector<int>>>& groups) {
+    std::map<std::vector<int>, std::shared_ptr<const std::vector<int>>>& groups,
+    Repricing& repricing) {
   std::vector<Point> points;
   for (const TracedEvent& e : events) {
     if (e.batch < 0) continue;
@@ -77,9 +94,29 @@ std::vector<Event> rank_schedule(
     return a.order == 0 ? da > db : da < db;
   });
   std::vector<Event> out;
+  std::vector<size_t>& unpriced = repricing.unpriced[static_cast<size_t>(r)];
+  // CPU time the reference does not price: a run's own, divided by the contention later.
+  auto traced = [&](double seconds) {
+    if (repricing.reference) unpriced.push_back(out.size());
+    out.push_back(Event::compute(seconds));
+  };
+  std::map<std::string, int> occurrences;  // per key, in this batch
+  std::int64_t batch = -1;
+  auto compute = [&](const TracedEvent& e) {
+    if (!repricing.reference || e.key.empty()) return traced(e.cpu_duration);
+    if (e.batch != batch) occurrences.clear(), batch = e.batch;
+    const ReferenceCosts::Price p = repricing.reference->price(e, occurrences[e.key]++);
+    repricing.keyed += e.cpu_duration;
+    if (p.match == ReferenceCosts::Match::None) return traced(e.cpu_duration);
+    (p.match == ReferenceCosts::Match::Key ? repricing.by_key : repricing.by_family) +=
+        e.cpu_duration;
+    repricing.traced_matched += e.cpu_duration;
+    repricing.reference_matched += p.seconds;
+    out.push_back(Event::compute(p.seconds));
+  };
   double cursor = -1;  // CPU time accounted up to here (-1: before the first batch)
   auto account = [&](double cpu) {
-    if (cursor >= 0 && cpu > cursor) out.push_back(Event::compute(cpu - cursor));
+    if (cursor >= 0 && cpu > cursor) traced(cpu - cursor);
     cursor = std::max(cursor, cpu);
   };
   auto check_peer = [&](const TracedEvent& e, int peer) {
@@ -104,10 +141,10 @@ std::vector<Event> rank_schedule(
     account(e.cpu_start);
     switch (e.kind) {
       case trace::Kind::Compute:
-        if (!nested) out.push_back(Event::compute(e.cpu_duration));
+        if (!nested) compute(e);
         break;
       case trace::Kind::Send:
-        if (!nested) out.push_back(Event::compute(e.cpu_duration));
+        if (!nested) traced(e.cpu_duration);
         if (!e.group.empty()) {  // a broadcast from this rank
           for (int q : e.group) {
             check_peer(e, q);
@@ -151,24 +188,56 @@ std::vector<Event> rank_schedule(
   return out;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
-Replay replay(const std::vector<std::vector<TracedEvent>>& events, const ReplayLink& link) {
+ReferenceCosts::ReferenceCosts(const std::vector<std::vector<TracedEvent>>& reference) {
+  std::map<std::string, std::vector<double>> occurrence, key, family;
+  for (const auto& rank : reference) {
+    std::vector<const TracedEvent*> computed;
+    for (const TracedEvent& e : rank)
+      if (e.kind == trace::Kind::Compute && !e.key.empty() && e.batch >= 0) computed.push_back(&e);
+    std::stable_sort(computed.begin(), computed.end(), [](const auto* a, const auto* b) {
+      return a->batch != b->batch ? a->batch < b->batch : a->wall_start < b->wall_start;
+    });
+    std::map<std::string, int> seen;  // per key, in the current batch
+    std::int64_t batch = -1;
+    for (const TracedEvent* e : computed) {
+      if (e->batch != batch) seen.clear(), batch = e->batch;
+      const int k = seen[e->key]++;
+      occurrence[e->key + "#" + std::to_string(k)].push_back(e->cpu_duration);
+      key[e->key].push_back(e->cpu_duration);
+      family[e->family + (k == 0 ? "/first" : "/repeat")].push_back(e->cpu_duration);
+    }
+  }
+  for (auto& [k, v] : occurrence) by_occurrence_[k] = median(v);
+  for (auto& [k, v] : key) by_key_[k] = median(v);
+  for (auto& [k, v] : family) by_family_[k] = median(v);
+}
+
+ReferenceCosts::Price ReferenceCosts::price(const TracedEvent& e, int occurrence) const {
+  if (auto it = by_occurrence_.find(e.key + "#" + std::to_string(occurrence));
+      it != by_occurrence_.end())
+    return {it->second, Match::Key};
+  if (auto it = by_key_.find(e.key); it != by_key_.end()) return {it->second, Match::Key};
+  if (auto it = by_family_.find(e.family + (occurrence == 0 ? "/first" : "/repeat"));
+      it != by_family_.end())
+    return {it->second, Match::Family};
+  return {};
+}
+
+Replay replay(const std::vector<std::vector<TracedEvent>>& events, const ReplayLink& link,
+              const ReferenceCosts* reference) {
   const int ranks = static_cast<int>(events.size());
   if (ranks == 0) throw BadData("trace replay: the trace has no ranks");
   std::map<std::vector<int>, std::shared_ptr<const std::vector<int>>> groups;
   Schedule schedule(static_cast<size_t>(ranks));
   std::map<std::int64_t, double> measured;  // batch -> slowest rank's wall time
+  Repricing repricing;
+  repricing.reference = reference;
+  repricing.unpriced.resize(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     schedule[static_cast<size_t>(r)] =
-        rank_schedule(r, events[static_cast<size_t>(r)], ranks, groups);
+        rank_schedule(r, events[static_cast<size_t>(r)], ranks, groups, repricing);
     for (const TracedEvent& e : events[static_cast<size_t>(r)])
       if (e.kind == trace::Kind::Phase && e.name == "batch" && e.batch >= 0)
         measured[e.batch] = std::max(measured[e.batch], e.wall_duration);
@@ -182,6 +251,17 @@ Replay replay(const std::vector<std::vector<TracedEvent>>& events, const ReplayL
       throw BadData("trace replay: rank " + std::to_string(r) + " has " + std::to_string(batches) +
                     " batches, the trace " + std::to_string(measured.size()) +
                     " (a truncated or merged trace?)");
+  }
+  double contention = 1;
+  if (reference) {
+    if (!(repricing.reference_matched > 0))
+      throw BadData(
+          "trace replay: the reference run prices none of the trace's compute events (a trace "
+          "of another network?)");
+    contention = repricing.traced_matched / repricing.reference_matched;
+    for (int r = 0; r < ranks; ++r)
+      for (size_t i : repricing.unpriced[static_cast<size_t>(r)])
+        schedule[static_cast<size_t>(r)][i].seconds /= contention;
   }
   CostModel cost;
   cost.latency = link.latency;
@@ -216,6 +296,11 @@ Replay replay(const std::vector<std::vector<TracedEvent>>& events, const ReplayL
   Replay out;
   out.ranks = ranks;
   out.busy = t.busy;
+  out.contention = contention;
+  if (repricing.keyed > 0) {
+    out.priced_by_key = repricing.by_key / repricing.keyed;
+    out.priced_by_family = repricing.by_family / repricing.keyed;
+  }
   double previous_end = 0;
   std::vector<double> b_all, f_all, bw_all, o_all, m_all;
   for (const auto& [b, wall] : measured) {

@@ -52,6 +52,7 @@ TraceFile read_trace(const std::string& path) {
     bad(path, "otherData.ranks is not a rank count >= 1");
   TraceFile out;
   out.ranks = static_cast<int>(other["ranks"].get<long long>());
+  if (other.contains("model") && other["model"].is_string()) out.model = other["model"];
   const auto n = static_cast<size_t>(out.ranks);
   out.events.resize(n);
   out.categories.resize(n);
@@ -99,6 +100,16 @@ TraceFile read_trace(const std::string& path) {
           bad(path, "event " + std::to_string(i) + ": \"group\" is not a list of ranks");
         t.group.push_back(q.get<int>());
       }
+    }
+    if (t.kind == trace::Kind::Compute) {
+      // What was computed: direction, name and level; the points and final sweep for steps.
+      const auto field = [&](const char* key) {
+        const long long v = integer(a, key, -1);
+        return v < 0 ? std::string("-") : std::to_string(v);
+      };
+      t.family =
+          e.value("cat", "") + "/" + t.name + "/level " + field("level") + "/done " + field("done");
+      t.key = t.family + "/" + field("from") + ">" + field("to");
     }
     const auto r = static_cast<size_t>(pid);
     out.categories[r].push_back(e.value("cat", ""));

@@ -2,6 +2,7 @@
 // against their hand-computed critical paths.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ class RankTrace {
     cpu_ += gap_before_ms;
     add(Kind::Compute, name, ms);
     cpu_ += ms;
+    return *this;
+  }
+  /// A forward step between the points `points` ("3>4") on level 0: keyed for ReferenceCosts.
+  RankTrace& step(const std::string& points, double ms, double gap_before_ms = 0) {
+    compute("step", ms, gap_before_ms);
+    events_.back().family = "forward/step/level 0/done 0";
+    events_.back().key = events_.back().family + "/" + points;
     return *this;
   }
   RankTrace& send(int peer, int tag, std::int64_t bytes) {
@@ -230,6 +238,60 @@ TEST(Replay, TracesThatCannotBeReplayedAreRefusedNamingTheProblem) {
   std::vector<TracedEvent> two = a.events();
   a.next(3).phase_begin("batch").compute("step", 1.0).phase_end().append_to(two);
   EXPECT_THROW(weft::mgrit::replay({two, a.events()}, link()), weft::BadData);
+}
+
+// Reference costs (`weft replay --costs-from`): a two-rank chain whose events all ran 1.5x
+// their cost in a one-rank reference is replayed as if they had not: each step at its
+// reference price, the CPU time between events divided by the contention measured on the steps.
+TEST(Replay, ReferenceCostsTakeTheContentionOutEventByEvent) {
+  // The reference, two batches: step 0>1 costs 1 ms, step 1>2 2 ms at its first visit in a
+  // batch and 0.5 ms at its second (a kept graph), 0.25 ms of bookkeeping before each.
+  RankTrace ref(2);
+  ref.phase_begin("batch").step("0>1", 1.0).step("1>2", 2.0, 0.25).step("1>2", 0.5, 0.25);
+  ref.phase_end();
+  std::vector<TracedEvent> reference = ref.events();
+  ref.next(3)
+      .phase_begin("batch")
+      .step("0>1", 1.0)
+      .step("1>2", 2.0, 0.25)
+      .step("1>2", 0.5, 0.25)
+      .phase_end()
+      .append_to(reference);
+  const weft::mgrit::ReferenceCosts costs({reference});
+
+  const std::int64_t bytes = 4000;
+  RankTrace r0(2), r1(2);
+  r0.phase_begin("batch").step("0>1", 1.5).send(1, 101, bytes).phase_end();
+  r1.phase_begin("batch").wait(0, 101, bytes, /*spin_ms=*/2.0);
+  r1.step("1>2", 3.0, 0.375).step("1>2", 0.75, 0.375).phase_end();
+  const auto plain = weft::mgrit::replay({r0.events(), r1.events()}, link());
+  EXPECT_NEAR(1e3 * plain.median_batch, 1.5 + message_ms(bytes) + 0.375 + 3.0 + 0.375 + 0.75, 1e-9);
+  EXPECT_EQ(plain.contention, 1.0);
+  const auto repriced = weft::mgrit::replay({r0.events(), r1.events()}, link(), &costs);
+  EXPECT_NEAR(repriced.contention, 1.5, 1e-12);
+  EXPECT_NEAR(repriced.priced_by_key, 1.0, 1e-12);
+  EXPECT_EQ(repriced.priced_by_family, 0.0);
+  EXPECT_NEAR(1e3 * repriced.median_batch, 1.0 + message_ms(bytes) + 0.25 + 2.0 + 0.25 + 0.5, 1e-9);
+
+  // A step the reference never took is priced by its family (a first visit: 1 and 2 ms, median
+  // 1.5); one of another family keeps its traced time, divided by the contention.
+  RankTrace other(2);
+  other.phase_begin("batch").step("0>1", 3.0).step("7>8", 9.0).compute("loss", 4.5).phase_end();
+  const auto mixed = weft::mgrit::replay({other.events()}, link(), &costs);
+  EXPECT_NEAR(mixed.contention, (3.0 + 9.0) / (1.0 + 1.5), 1e-12);
+  EXPECT_NEAR(mixed.priced_by_key, 3.0 / 12.0, 1e-12);
+  EXPECT_NEAR(mixed.priced_by_family, 9.0 / 12.0, 1e-12);
+  EXPECT_NEAR(1e3 * mixed.median_batch, 1.0 + 1.5 + 4.5 / mixed.contention, 1e-9);
+
+  // A reference that prices nothing of the trace: refused, not a replay without contention.
+  RankTrace unkeyed(2);
+  unkeyed.phase_begin("batch").compute("loss", 1.0).phase_end();
+  try {
+    weft::mgrit::replay({unkeyed.events()}, link(), &costs);
+    FAIL() << "a reference pricing no event was accepted";
+  } catch (const weft::BadData& e) {
+    EXPECT_NE(std::string(e.what()).find("prices none"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

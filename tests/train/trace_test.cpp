@@ -130,6 +130,32 @@ TEST(Trace, ATracedRunHoldsEveryStepAndMessageAndReplaysToItsMeasuredBatchTime) 
       EXPECT_LE(backward, batch * 1.0001) << p.out;
     }
   }
+  // Replayed at the 1-rank run's costs (--costs-from): every computation of the 2-rank run is
+  // found by its own key in the 1-rank trace (the same steps, transfers and layers at any rank
+  // count), and the 1-rank run replayed at its own costs has no contention to take out.
+  const std::string reference = (dir / "run1.json").string();
+  for (int np : {1, 2}) {
+    const fs::path out = dir / ("repriced" + std::to_string(np) + ".json");
+    const Outcome p = weft(0,
+                           "replay " + (dir / ("run" + std::to_string(np) + ".json")).string() +
+                               " --costs-from " + reference + " --json " + out.string(),
+                           dir);
+    ASSERT_EQ(p.code, 0) << p.out << p.err;
+    EXPECT_NE(p.out.find("(contention)"), std::string::npos) << p.out;
+    const json j = json::parse(slurp(out));
+    EXPECT_EQ(j.at("costs_from").get<std::string>(), reference);
+    EXPECT_GT(j.at("priced_by_key").get<double>(), 0.9999) << p.out;
+    EXPECT_EQ(j.at("priced_by_family").get<double>(), 0.0) << p.out;
+    const double contention = j.at("contention").get<double>();
+    EXPECT_GT(contention, np == 1 ? 0.8 : 0.5) << p.out;
+    EXPECT_LT(contention, np == 1 ? 1.25 : 2.0) << p.out;
+    if (np == 1) {
+      const json plain = json::parse(slurp(dir / "replay1.json"));
+      EXPECT_NEAR(j.at("median_batch_ms").get<double>(), plain.at("median_batch_ms").get<double>(),
+                  0.25 * plain.at("median_batch_ms").get<double>())
+          << p.out;
+    }
+  }
 }
 
 TEST(Trace, BadTracesAndTraceFlagsAreRefusedInOneLine) {
@@ -158,6 +184,26 @@ TEST(Trace, BadTracesAndTraceFlagsAreRefusedInOneLine) {
   expect_one_line(weft(0, "replay " + (dir / "other.json").string(), dir), 2, "not a weft trace");
   expect_one_line(weft(0, "replay " + trace.string() + " --bandwidth-gbs 0", dir), 2,
                   "--bandwidth-gbs");
+  // Reference costs from a missing file, from another network's run, from a run that computed
+  // nothing the trace did.
+  expect_one_line(
+      weft(0, "replay " + trace.string() + " --costs-from " + (dir / "missing.json").string(), dir),
+      2, "cannot read");
+  json gru = json::parse(text);
+  gru.at("otherData")["model"] = "gru";
+  std::ofstream(dir / "gru.json") << gru.dump();
+  expect_one_line(
+      weft(0, "replay " + trace.string() + " --costs-from " + (dir / "gru.json").string(), dir), 2,
+      "same network");
+  json idle = json::parse(text);
+  json kept = json::array();
+  for (const json& e : idle.at("traceEvents"))
+    if (e.value("ph", "") != "X" || e.at("args").value("kind", "") != "compute") kept.push_back(e);
+  idle["traceEvents"] = kept;
+  std::ofstream(dir / "idle.json") << idle.dump();
+  expect_one_line(
+      weft(0, "replay " + trace.string() + " --costs-from " + (dir / "idle.json").string(), dir), 2,
+      "prices none");
   expect_one_line(weft(0, tiny_run(dir) + "--trace-batches 3", dir), 2, "--trace-batches");
   expect_one_line(weft(0, tiny_run(dir) + "--trace " + trace.string() + " --trace-batches 0", dir),
                   2, "--trace-batches");

@@ -10,6 +10,7 @@ namespace weft::report {
 
 struct TraceFile {
   int ranks = 0;
+  std::string model;  ///< otherData.model ("resnet", "gru", ...); empty where not recorded
   std::vector<std::vector<mgrit::TracedEvent>> events;  ///< per world rank
   std::vector<std::vector<std::string>> categories;     ///< per rank, per event: "forward", ...
   std::vector<std::vector<int>> levels;                 ///< per rank, per event: level or -1
