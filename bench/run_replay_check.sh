@@ -16,7 +16,7 @@
 # the costs of the round's traced 1-rank run (`weft replay --costs-from`: each step priced at what
 # it cost there, the time between events divided by the slowdown measured on the steps), which
 # takes the contention of sharing fewer cores than ranks out event by event, and gives
-# predicted over that.
+# predicted over that (the weak series: at the costs of a 1-rank run of P's network).
 #
 # Environment: NETWORKS (default "resnet deep stages gru"; "weak" is the ResNet of resnet's flags
 # with WEAK layers per rank, default 4: `weft predict --weak`; "conv3d" is docs/scaling.md's
@@ -78,14 +78,15 @@ flags_of() {  # the network and MGRIT flags of one named configuration at $2 ran
 }
 batch_of() { flags_of "$1" 1 | sed -E 's/.*--batch ([0-9]+).*/\1/'; }
 
-# "replayed:MiB:measured:repriced:contention" of a traced run of network $1 at $2 ranks (median
+# "replayed:MiB:measured:repriced:contention:by_key" of a traced run of network $1 at $2 ranks (median
 # batch in ms, largest max RSS of its ranks, measured wall time per batch in ms; with a reference
-# trace $5, the replay at its costs, `weft replay --costs-from`, and the contention that took out
-# of the run's steps; else the replay and 1); $3 > 0: that many untraced 1-rank copies of the run
-# go at once (contention).
+# trace $5, the replay at its costs, `weft replay --costs-from`, the contention that took out
+# of the run's steps and the share of their time priced by key; else the replay, 1, 1); $3 > 0: that many untraced 1-rank copies of the run
+# go at once (contention); $6: the network's size as for that many ranks (default $2: the weak
+# series' 1-rank reference for P runs the network of P).
 replayed() {
   local name=$1 np=$2 others=$3 tag=$4 reference=${5:-} flags images pids=()
-  flags=$(flags_of "$name" "$np")
+  flags=$(flags_of "$name" "${6:-$np}")
   images=$(($(batch_of "$name") * (traced + 3)))
   local args="train $flags --threads 1 --train-size $images --test-size 10 --epochs 1 --no-progress"
   local net_data
@@ -109,7 +110,7 @@ replayed() {
 c = json.load(open('$work/$tag.repriced')); \
 rss = json.load(open('$work/$tag.trace'))['otherData']['max_rss_kib'].values(); \
 print(f\"{r['median_batch_ms']}:{max(rss) / 1024}:{r['measured_median_batch_ms']}:\" \
-      f\"{c['median_batch_ms']}:{c.get('contention', 1.0)}\")"
+      f\"{c['median_batch_ms']}:{c.get('contention', 1.0)}:{c.get('priced_by_key', 1.0)}\")"
 }
 
 # "batch_ms:MiB:slowdown" for each P of the list $2 (one line each; "skip" where predict has no
@@ -158,7 +159,14 @@ for name in $networks; do
     alone+=("$(replayed "$name" 1 0 "$name-alone-$r")")
     for np in $ranks_list; do
       [[ ${pred[$np]} == *skip* ]] && continue
-      rep[$np]+=" $(replayed "$name" "$np" 0 "$name-$np-$r" "$work/$name-alone-$r.trace")"
+      # The reference costs: the round's 1-rank run of the same network (for the weak series,
+      # whose network grows with P, a 1-rank run of P's network).
+      reference=$work/$name-alone-$r.trace
+      if [[ $name == weak && $np -gt 1 ]]; then
+        replayed "$name" 1 0 "$name-ref-$np-$r" "" "$np" > /dev/null
+        reference=$work/$name-ref-$np-$r.trace
+      fi
+      rep[$np]+=" $(replayed "$name" "$np" 0 "$name-$np-$r" "$reference")"
       [[ $np -ge 2 ]] && busy[$np]+=" $(replayed "$name" 1 "$(copies_at "$np")" "$name-$np-busy-$r")"
     done
   done
@@ -173,7 +181,7 @@ import json, statistics, sys
 np = int(sys.argv[1])
 copies = int(sys.argv[7]) if np > 1 else 0
 # Values are "batch_ms:MiB:slowdown" (predict) and
-# "replayed_ms:MiB:measured_ms:repriced_ms:contention" (traced runs).
+# "replayed_ms:MiB:measured_ms:repriced_ms:contention:by_key" (traced runs).
 alone, busy, pred, rep = ([[float(v) for v in x.split(":")] for x in a.split()]
                           for a in sys.argv[2:6])
 med = lambda rows, k: statistics.median(row[k] for row in rows)
@@ -184,14 +192,16 @@ print(f"  P={np:3d}  predicted {p:9.2f} ms  replayed {r:9.2f} ms  measured {meas
       f"replayed/measured {r / measured:.3f}  slowdown: predict's {slowdown:.2f}, "
       f"contention (1 rank beside {copies} copies) {contention:.2f}  "
       f"MiB per rank: predicted {med(pred, 1):7.1f}  max RSS {med(rep, 1):7.1f}")
-repriced, in_run = med(rep, 3), med(rep, 4)
+repriced, in_run, by_key = med(rep, 3), med(rep, 4), med(rep, 5)
 print(f"         replayed at the 1-rank run's costs {repriced:9.2f} ms (its steps ran "
-      f"{in_run:.2f}x those costs)  predicted/that {p / repriced:.3f}")
+      f"{in_run:.2f}x those costs; {100 * by_key:.1f} % of their time priced by key)  "
+      f"predicted/that {p / repriced:.3f}")
 with open(sys.argv[6], "a") as f:
     f.write(json.dumps({"ranks": np, "predicted_ms": p, "replayed_ms": r,
                         "measured_ms": measured, "predicted_slowdown": slowdown,
                         "contention": contention, "contention_copies": copies,
                         "repriced_ms": repriced, "contention_in_run": in_run,
+                        "priced_by_key": by_key,
                         "predicted_mib": med(pred, 1),
                         "max_rss_mib": med(rep, 1)}) + "\n")
 PY
