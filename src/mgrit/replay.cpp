@@ -102,10 +102,20 @@ std::vector<Event> rank_schedule(
   };
   std::map<std::string, int> occurrences;  // per key, in this batch
   std::int64_t batch = -1;
-  auto compute = [&](const TracedEvent& e) {
-    if (!repricing.reference || e.key.empty()) return traced(e.cpu_duration);
-    if (e.batch != batch) occurrences.clear(), batch = e.batch;
-    const ReferenceCosts::Price p = repricing.reference->price(e, occurrences[e.key]++);
+  // A nested event's time is its enclosing event's; it still counts as a visit of its key, as
+  // in the reference.
+  auto compute = [&](const TracedEvent& e, bool nested) {
+    if (!repricing.reference || e.key.empty()) {
+      if (!nested) traced(e.cpu_duration);
+      return;
+    }
+    if (e.batch != batch) {
+      occurrences.clear();
+      batch = e.batch;
+    }
+    const int visit = occurrences[e.key]++;
+    if (nested) return;
+    const ReferenceCosts::Price p = repricing.reference->price(e, visit);
     repricing.keyed += e.cpu_duration;
     if (p.match == ReferenceCosts::Match::None) return traced(e.cpu_duration);
     (p.match == ReferenceCosts::Match::Key ? repricing.by_key : repricing.by_family) +=
@@ -141,7 +151,7 @@ std::vector<Event> rank_schedule(
     account(e.cpu_start);
     switch (e.kind) {
       case trace::Kind::Compute:
-        if (!nested) compute(e);
+        compute(e, nested);
         break;
       case trace::Kind::Send:
         if (!nested) traced(e.cpu_duration);
@@ -202,7 +212,10 @@ ReferenceCosts::ReferenceCosts(const std::vector<std::vector<TracedEvent>>& refe
     std::map<std::string, int> seen;  // per key, in the current batch
     std::int64_t batch = -1;
     for (const TracedEvent* e : computed) {
-      if (e->batch != batch) seen.clear(), batch = e->batch;
+      if (e->batch != batch) {
+        seen.clear();
+        batch = e->batch;
+      }
       const int k = seen[e->key]++;
       occurrence[e->key + "#" + std::to_string(k)].push_back(e->cpu_duration);
       key[e->key].push_back(e->cpu_duration);
