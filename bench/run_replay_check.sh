@@ -16,7 +16,8 @@
 # the costs of the round's traced 1-rank run (`weft replay --costs-from`: each step priced at what
 # it cost there, the time between events divided by the slowdown measured on the steps), which
 # takes the contention of sharing fewer cores than ranks out event by event, and gives
-# predicted over that (the weak series: at the costs of a 1-rank run of P's network).
+# predicted over that (the references: the round's two 1-rank runs; for the weak series a 1-rank
+# run of P's network).
 #
 # Environment: NETWORKS (default "resnet deep stages gru"; "weak" is the ResNet of resnet's flags
 # with WEAK layers per rank, default 4: `weft predict --weak`; "conv3d" is docs/scaling.md's
@@ -79,8 +80,8 @@ flags_of() {  # the network and MGRIT flags of one named configuration at $2 ran
 batch_of() { flags_of "$1" 1 | sed -E 's/.*--batch ([0-9]+).*/\1/'; }
 
 # "replayed:MiB:measured:repriced:contention:by_key" of a traced run of network $1 at $2 ranks (median
-# batch in ms, largest max RSS of its ranks, measured wall time per batch in ms; with a reference
-# trace $5, the replay at its costs, `weft replay --costs-from`, the contention that took out
+# batch in ms, largest max RSS of its ranks, measured wall time per batch in ms; with reference
+# traces $5 (comma-separated), the replay at their costs, `weft replay --costs-from`, the contention that took out
 # of the run's steps and the share of their time priced by key; else the replay, 1, 1); $3 > 0: that many untraced 1-rank copies of the run
 # go at once (contention); $6: the network's size as for that many ranks (default $2: the weak
 # series' 1-rank reference for P runs the network of P).
@@ -101,8 +102,10 @@ replayed() {
   for pid in "${pids[@]}"; do wait "$pid"; done
   $weft replay "$work/$tag.trace" --json "$work/$tag.replay" > /dev/null
   if [[ -n $reference ]]; then
-    $weft replay "$work/$tag.trace" --costs-from "$reference" --json "$work/$tag.repriced" \
-      > /dev/null
+    local costs=() paths=() path
+    IFS=, read -ra paths <<< "$reference"
+    for path in "${paths[@]}"; do costs+=(--costs-from "$path"); done
+    $weft replay "$work/$tag.trace" "${costs[@]}" --json "$work/$tag.repriced" > /dev/null
   else
     cp "$work/$tag.replay" "$work/$tag.repriced"
   fi
@@ -159,9 +162,12 @@ for name in $networks; do
     alone+=("$(replayed "$name" 1 0 "$name-alone-$r")")
     for np in $ranks_list; do
       [[ ${pred[$np]} == *skip* ]] && continue
-      # The reference costs: the round's 1-rank run of the same network (for the weak series,
-      # whose network grows with P, a 1-rank run of P's network).
+      # The reference costs: the round's 1-rank runs of the same network, the one alone and the
+      # traced one at P = 1 (medians over both: one run's speed is one sample of this machine's,
+      # which drifts by 10-15 % between processes); for the weak series, whose network grows
+      # with P, a 1-rank run of P's network.
       reference=$work/$name-alone-$r.trace
+      [[ " $ranks_list " == *" 1 "* ]] && reference+=",$work/$name-1-$r.trace"
       if [[ $name == weak && $np -gt 1 ]]; then
         replayed "$name" 1 0 "$name-ref-$np-$r" "" "$np" > /dev/null
         reference=$work/$name-ref-$np-$r.trace
@@ -193,7 +199,7 @@ print(f"  P={np:3d}  predicted {p:9.2f} ms  replayed {r:9.2f} ms  measured {meas
       f"contention (1 rank beside {copies} copies) {contention:.2f}  "
       f"MiB per rank: predicted {med(pred, 1):7.1f}  max RSS {med(rep, 1):7.1f}")
 repriced, in_run, by_key = med(rep, 3), med(rep, 4), med(rep, 5)
-print(f"         replayed at the 1-rank run's costs {repriced:9.2f} ms (its steps ran "
+print(f"         replayed at the 1-rank runs' costs {repriced:9.2f} ms (its steps ran "
       f"{in_run:.2f}x those costs; {100 * by_key:.1f} % of their time priced by key)  "
       f"predicted/that {p / repriced:.3f}")
 with open(sys.argv[6], "a") as f:

@@ -1,6 +1,7 @@
 #include "replay_command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "weft/mgrit/replay.hpp"
 #include "weft/report/trace_file.hpp"
@@ -23,11 +25,11 @@ struct ReplayArgs {
   std::string input;
   std::string latency_us, bandwidth_gbs;
   std::string json_path;
-  std::string costs_from;
+  std::vector<std::string> costs_from;
 };
 
 std::string report(const mgrit::Replay& r, const mgrit::ReplayLink& link,
-                   const std::string& costs_from) {
+                   const std::vector<std::string>& costs_from) {
   std::string s = fmt::format(
       "weft replay: {} rank(s), {} traced batch(es); one core per rank, messages {:.3g} us + "
       "bytes / {:.3g} GB/s\n",
@@ -48,11 +50,12 @@ std::string report(const mgrit::Replay& r, const mgrit::ReplayLink& link,
         "  costs from {}: {:.1f} % of the traced compute time priced by its own step, {:.1f} % "
         "by a step of its family; the traced steps took {:.3f}x their reference cost "
         "(contention), and the time the reference does not price is divided by that\n",
-        costs_from, 100 * r.priced_by_key, 100 * r.priced_by_family, r.contention);
+        fmt::join(costs_from, ", "), 100 * r.priced_by_key, 100 * r.priced_by_family, r.contention);
   return s;
 }
 
-json to_json(const mgrit::Replay& r, const mgrit::ReplayLink& link, const std::string& costs_from) {
+json to_json(const mgrit::Replay& r, const mgrit::ReplayLink& link,
+             const std::vector<std::string>& costs_from) {
   json batches = json::array();
   for (const auto& b : r.batches)
     batches.push_back({{"index", b.index},
@@ -93,14 +96,19 @@ std::string run(const ReplayArgs& a) {
     if (!(link.bandwidth > 0)) invalid_value("--bandwidth-gbs", a.bandwidth_gbs, "a number > 0");
   }
   const report::TraceFile trace = report::read_trace(a.input);
+  // The references' ranks, all of them, priced together: medians over every run given.
   std::unique_ptr<mgrit::ReferenceCosts> reference;
   if (!a.costs_from.empty()) {
-    const report::TraceFile costs = report::read_trace(a.costs_from);
-    if (costs.model != trace.model)
-      invalid_value("--costs-from", a.costs_from,
-                    "a trace of the same network (this one traced --model '" + costs.model +
-                        "', the replayed run '" + trace.model + "')");
-    reference = std::make_unique<mgrit::ReferenceCosts>(costs.events);
+    std::vector<std::vector<mgrit::TracedEvent>> ranks;
+    for (const std::string& path : a.costs_from) {
+      report::TraceFile costs = report::read_trace(path);
+      if (costs.model != trace.model)
+        invalid_value("--costs-from", path,
+                      "a trace of the same network (this one traced --model '" + costs.model +
+                          "', the replayed run '" + trace.model + "')");
+      for (auto& events : costs.events) ranks.push_back(std::move(events));
+    }
+    reference = std::make_unique<mgrit::ReferenceCosts>(ranks);
   }
   mgrit::Replay r;
   try {
@@ -147,9 +155,11 @@ Subcommand add_replay_command(CLI::App& weft) {
   cmd->add_option("--json", a->json_path, "write the replay as JSON")->type_name("PATH");
   cmd->add_option("--costs-from", a->costs_from,
                   "price each computation at its CPU time in this trace instead (the same "
-                  "network traced at one rank): the replay without the contention of a run "
-                  "with more ranks than cores")
-      ->type_name("FILE");
+                  "network traced at one rank; repeat the flag for several runs: their "
+                  "medians): the replay without the contention of a run with more ranks than "
+                  "cores")
+      ->type_name("FILE")
+      ->allow_extra_args(false);
   return Subcommand{cmd, [a](MPI_Comm comm) { return run_replay(*a, comm); }, nullptr};
 }
 

@@ -283,6 +283,15 @@ TEST(Replay, ReferenceCostsTakeTheContentionOutEventByEvent) {
   EXPECT_NEAR(mixed.priced_by_family, 9.0 / 12.0, 1e-12);
   EXPECT_NEAR(1e3 * mixed.median_batch, 1.0 + 1.5 + 4.5 / mixed.contention, 1e-9);
 
+  // Several reference runs price at their medians: step 0>1 at 1, 1.5 and 4 ms -> 1.5 ms.
+  RankTrace slow(2), slower(2);
+  slow.phase_begin("batch").step("0>1", 1.5).phase_end();
+  slower.phase_begin("batch").step("0>1", 4.0).phase_end();
+  const weft::mgrit::ReferenceCosts runs({ref.events(), slow.events(), slower.events()});
+  RankTrace one(2);
+  one.phase_begin("batch").step("0>1", 3.0).phase_end();
+  EXPECT_NEAR(1e3 * weft::mgrit::replay({one.events()}, link(), &runs).median_batch, 1.5, 1e-9);
+
   // A reference that prices nothing of the trace: refused, not a replay without contention.
   RankTrace unkeyed(2);
   unkeyed.phase_begin("batch").compute("loss", 1.0).phase_end();

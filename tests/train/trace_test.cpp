@@ -143,12 +143,26 @@ TEST(Trace, ATracedRunHoldsEveryStepAndMessageAndReplaysToItsMeasuredBatchTime) 
     ASSERT_EQ(p.code, 0) << p.out << p.err;
     EXPECT_NE(p.out.find("(contention)"), std::string::npos) << p.out;
     const json j = json::parse(slurp(out));
-    EXPECT_EQ(j.at("costs_from").get<std::string>(), reference);
+    EXPECT_EQ(j.at("costs_from"), json::array({reference}));
     EXPECT_GT(j.at("priced_by_key").get<double>(), 0.9999) << p.out;
     EXPECT_EQ(j.at("priced_by_family").get<double>(), 0.0) << p.out;
     const double contention = j.at("contention").get<double>();
     EXPECT_GT(contention, np == 1 ? 0.8 : 0.5) << p.out;
     EXPECT_LT(contention, np == 1 ? 1.25 : 2.0) << p.out;
+    if (np == 2) {
+      // The flag repeated: medians over both runs (here the same run twice: the same prices).
+      const fs::path twice = dir / "repriced_twice.json";
+      ASSERT_EQ(weft(0,
+                     "replay " + (dir / "run2.json").string() + " --costs-from " + reference +
+                         " --costs-from " + reference + " --json " + twice.string(),
+                     dir)
+                    .code,
+                0);
+      const json t = json::parse(slurp(twice));
+      EXPECT_EQ(t.at("costs_from"), json::array({reference, reference}));
+      EXPECT_NEAR(t.at("median_batch_ms").get<double>(), j.at("median_batch_ms").get<double>(),
+                  1e-9);
+    }
     if (np == 1) {
       const json plain = json::parse(slurp(dir / "replay1.json"));
       EXPECT_NEAR(j.at("median_batch_ms").get<double>(), plain.at("median_batch_ms").get<double>(),

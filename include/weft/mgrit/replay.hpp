@@ -51,6 +51,8 @@ struct TracedEvent {
 /// at its first visit in a batch and reuses it after).
 class ReferenceCosts {
  public:
+  /// `reference[r]`: one rank's events; the ranks of several runs side by side price as one run
+  /// whose medians are over them all.
   explicit ReferenceCosts(const std::vector<std::vector<TracedEvent>>& reference);
 
   enum class Match { Key, Family, None };
