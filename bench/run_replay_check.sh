@@ -79,12 +79,13 @@ flags_of() {  # the network and MGRIT flags of one named configuration at $2 ran
 }
 batch_of() { flags_of "$1" 1 | sed -E 's/.*--batch ([0-9]+).*/\1/'; }
 
-# "replayed:MiB:measured:repriced:contention:by_key" of a traced run of network $1 at $2 ranks (median
-# batch in ms, largest max RSS of its ranks, measured wall time per batch in ms; with reference
-# traces $5 (comma-separated), the replay at their costs, `weft replay --costs-from`, the contention that took out
-# of the run's steps and the share of their time priced by key; else the replay, 1, 1); $3 > 0: that many untraced 1-rank copies of the run
-# go at once (contention); $6: the network's size as for that many ranks (default $2: the weak
-# series' 1-rank reference for P runs the network of P).
+# "replayed:MiB:measured:repriced:contention:by_key" of a traced run of network $1 at $2 ranks:
+# median batch in ms, largest max RSS of its ranks (MiB), measured wall time per batch in ms;
+# with reference traces $5 (comma-separated) the replay at their costs (`weft replay
+# --costs-from`), the slowdown that took out of the run's steps and the share of their time
+# priced by key; without, the replay, 1 and 1. $3 > 0: that many untraced 1-rank copies of the
+# run go at once (contention). $6: size the network as for that many ranks (default $2; the weak
+# series' 1-rank reference for P runs P's network).
 replayed() {
   local name=$1 np=$2 others=$3 tag=$4 reference=${5:-} flags images pids=()
   flags=$(flags_of "$name" "${6:-$np}")
@@ -165,7 +166,7 @@ for name in $networks; do
       # The reference costs: the round's 1-rank runs of the same network, the one alone and the
       # traced one at P = 1 (medians over both: one run's speed is one sample of this machine's,
       # which drifts by 10-15 % between processes); for the weak series, whose network grows
-      # with P, a 1-rank run of P's network.
+      # with P, one 1-rank run of P's network (a single sample, unlike the others).
       reference=$work/$name-alone-$r.trace
       [[ " $ranks_list " == *" 1 "* ]] && reference+=",$work/$name-1-$r.trace"
       if [[ $name == weak && $np -gt 1 ]]; then
