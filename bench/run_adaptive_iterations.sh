@@ -5,7 +5,8 @@
 # (forward and adjoint, every level, both ranks; the metrics' step_evaluations, exact
 # recomputations of the checks included), the mean iterations, the exact-gradient checks and
 # the checks' mean gradient and forward (logits) errors.
-#   stages: the README main job's network (--model stages, its recipe: 2 levels, cf 2)
+#   stages: the README main job's network (--model stages, its recipe: 2 levels, cf 2; auto
+#           starts from its 1 forward iteration without skip, 1 adjoint iteration)
 #   gru:    --model gru (rows), 2 levels cf 4
 # The runs: exact, auto and fixed counts fixedFB (F forward and B adjoint iterations, one digit
 # each, either followed by n for a solve without skip: fixed1n1 = --fwd-iters 1 --fwd-skip 0
@@ -45,8 +46,10 @@ setting() {
     *)
       if [[ $1 =~ ^fixed([1-9])(n?)([1-9])(n?)$ ]]; then
         local f=${BASH_REMATCH[1]} b=${BASH_REMATCH[3]}
+        # Skip given either way: the stages recipe's forward does not skip, the others do.
         echo "$two --fwd-iters $f --bwd-iters $b" \
-          "${BASH_REMATCH[2]:+--fwd-skip 0} ${BASH_REMATCH[4]:+--bwd-skip 0}"
+          "--fwd-skip $([ -n "${BASH_REMATCH[2]}" ] && echo 0 || echo 1)" \
+          "--bwd-skip $([ -n "${BASH_REMATCH[4]}" ] && echo 0 || echo 1)"
       else
         echo "run_adaptive_iterations.sh: unknown run '$1' (exact, auto or fixedFB)" >&2
         exit 2

@@ -23,7 +23,9 @@ else
   trap 'rm -rf "$out"' EXIT
 fi
 declare -A model
-model[stages]="--model stages --fwd-cf 2 --bwd-cf 2"
+# Both solves skip, as when these figures were first measured (the stages recipe's forward no
+# longer does).
+model[stages]="--model stages --fwd-cf 2 --bwd-cf 2 --fwd-skip 1"
 model[gru]="--model gru --fwd-cf 4 --bwd-cf 4"
 runs=(${RUNS:-stages:1 gru:4 gru:5})
 for run in "${runs[@]}"; do

@@ -52,7 +52,8 @@ struct TrainDefaults {
 // Defaults that depend on the model: its recipe (train::ModelKind::recipe) as flag text. Every
 // value is a flag default only: given flags win.
 struct Recipe {
-  std::string levels, cf, fwd_iters, bwd_iters, epochs, lr, lr_schedule;
+  std::string levels, cf, fwd_iters, bwd_iters, epochs, lr, lr_schedule, fwd_skip, bwd_skip;
+  std::string fwd_iters_skipping;  // the forward's iterations where it skips
 };
 
 // `model` may be any text (it is checked later): an unknown one gets the default model's.
@@ -68,7 +69,23 @@ Recipe recipe_of(const std::string& model) {
           std::to_string(r.backward_iterations),
           std::to_string(r.epochs),
           fmt::format("{}", r.lr),
-          r.lr_schedule};
+          r.lr_schedule,
+          r.forward_skip ? "1" : "0",
+          r.backward_skip ? "1" : "0",
+          std::to_string(r.forward_iterations_skipping)};
+}
+
+// The recipe for the network as configured: with a stage longer than the recipe's short
+// stages, the forward skips.
+Recipe recipe_for(const train::ModelConfig& model) {
+  Recipe recipe = recipe_of(model.kind);
+  const train::ModelKind::Recipe& r = train::model_kind(model.kind).recipe;
+  const auto& steps = model.stage_steps;
+  if (r.short_stage_steps > 0 && std::any_of(steps.begin(), steps.end(), [&](std::int64_t n) {
+        return n > r.short_stage_steps;
+      }))
+    recipe.fwd_skip = "1";
+  return recipe;
 }
 
 constexpr long long kMaxSteps = 1000000;
@@ -142,7 +159,10 @@ mgrit::Options solver_options(const Flags& f, const std::string& dir, const Reci
   if (f.exact && levels > 1)
     invalid_value(p + "levels", f.get(p + "levels", ""), "1 with --exact",
                   "--exact means one level in both directions");
-  const std::string default_iters = dir == "fwd" ? recipe.fwd_iters : recipe.bwd_iters;
+  const std::string skip = f.get(p + "skip", dir == "fwd" ? recipe.fwd_skip : recipe.bwd_skip);
+  const bool skips = parse_switch(p + "skip", skip);
+  const std::string default_iters =
+      dir == "fwd" ? (skips ? recipe.fwd_iters_skipping : recipe.fwd_iters) : recipe.bwd_iters;
   // auto: chosen by the training (resolve_train), starting from the default count.
   const std::string iters_text = f.get(p + "iters", default_iters);
   const int iters =
@@ -166,9 +186,7 @@ mgrit::Options solver_options(const Flags& f, const std::string& dir, const Reci
   // One value: the fine level; coarse levels relax with FCF (the TorchBraid-style default).
   o.nrelax(1);
   for (size_t l = 0; l < nrelax.size(); ++l) o.nrelax(nrelax[l], static_cast<int>(l));
-  const std::string skip = f.get(p + "skip", "1");
-  o.initial_phase(parse_switch(p + "skip", skip) ? mgrit::InitialPhase::Skip
-                                                 : mgrit::InitialPhase::None);
+  o.initial_phase(skips ? mgrit::InitialPhase::Skip : mgrit::InitialPhase::None);
   o.warm_start(f.warm_start);
   return o;
 }
@@ -422,7 +440,7 @@ TrainConfig resolve_train(const Flags& f) {
     invalid_value("--batch", f.get("--batch", batch_default),
                   "a multiple of --data-ranks " + std::to_string(c.data_ranks),
                   "each replica takes batch / data-ranks images");
-  const Recipe recipe = recipe_of(c.model.kind);
+  const Recipe recipe = recipe_for(c.model);
   c.epochs = static_cast<int>(
       parse_integer("--epochs", f.get("--epochs", recipe.epochs), 1, "an integer >= 1"));
   c.train_size = parse_integer("--train-size", f.get("--train-size", "-1"), -1,
@@ -634,6 +652,11 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
   f->add(*cmd, "--seed", "INT",
          fmt::format("initialisation and shuffling seed (default {})", D::seed));
   f->add(*cmd, "--threads", "INT", "torch threads per rank; 0 = cores / ranks (default 0)");
+  const train::ModelKind::Recipe& staged = train::model_kind("stages").recipe;
+  const std::string long_stages =
+      fmt::format(", {} where the forward skips", staged.forward_iterations_skipping);
+  const std::string long_stages_skip =
+      fmt::format(", 1 where a stage has more than {} steps", staged.short_stage_steps);
   for (const std::string dir : {"fwd", "bwd"}) {
     const std::string what = dir == "fwd" ? "forward" : "backward (adjoint)";
     const bool fwd = dir == "fwd";
@@ -642,11 +665,11 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
                        "stages)",
                        what, exact.levels, stages.levels));
     f->add(*cmd, ("--" + dir + "-iters").c_str(), "INT|auto",
-           fmt::format("{} MGRIT iterations (default {}; {} with --model stages); weft train: "
-                       "auto = chosen batch by batch from the solves' residuals and "
+           fmt::format("{} MGRIT iterations (default {}; {} with --model stages{}); weft "
+                       "train: auto = chosen batch by batch from the solves' residuals and "
                        "exact-gradient checks, starting from the default (--auto-*)",
                        what, fwd ? exact.fwd_iters : exact.bwd_iters,
-                       fwd ? stages.fwd_iters : stages.bwd_iters));
+                       fwd ? stages.fwd_iters : stages.bwd_iters, fwd ? long_stages : ""));
     f->add(*cmd, ("--" + dir + "-cf").c_str(), "INT[,INT...]",
            fmt::format("{} coarsening factor per level (default {}; {} with --model stages)", what,
                        exact.cf, stages.cf));
@@ -656,7 +679,9 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
     f->add(*cmd, ("--" + dir + "-tol").c_str(), "X",
            fmt::format("{} absolute tolerance; 0 = fixed iterations (default {})", what, D::tol));
     f->add(*cmd, ("--" + dir + "-skip").c_str(), "0|1",
-           fmt::format("{}: skip the first down-cycle (default 1)", what));
+           fmt::format("{}: skip the first down-cycle (default {}; {} with --model stages{})", what,
+                       fwd ? exact.fwd_skip : exact.bwd_skip,
+                       fwd ? stages.fwd_skip : stages.bwd_skip, fwd ? long_stages_skip : ""));
   }
   cmd->add_flag("--exact", f->exact,
                 "exact mode: one level forward and backward (sequential chains over the ranks; "

@@ -145,10 +145,11 @@ void IterationController::observe_loss(std::int64_t batch, double loss) {
       (loss - s_.loss_mean) / static_cast<double>(std::min<std::int64_t>(s_.losses, 50));
 }
 
-bool IterationController::barred(int forward, int backward, std::int64_t batch) const {
-  return std::any_of(s_.bars.begin(), s_.bars.end(), [&](const State::Bar& b) {
-    return b.forward == forward && b.backward == backward && batch < b.until;
-  });
+std::optional<std::int64_t> IterationController::bar_end(int forward, int backward,
+                                                         std::int64_t batch) const {
+  for (const State::Bar& b : s_.bars)
+    if (b.forward == forward && b.backward == backward && batch < b.until) return b.until;
+  return std::nullopt;
 }
 
 void IterationController::observe_check(std::int64_t batch, double error,
@@ -194,6 +195,7 @@ void IterationController::observe_check(std::int64_t batch, double error,
       by_forward ? f <= control_.forward_tolerance / 4 : error <= control_.gradient_tolerance / 4;
   if (!backward_spare && !forward_spare) return;
   // Lower one count, the adjoint's and the forward's in turn, to a setting not barred.
+  std::optional<std::int64_t> first_bar_end;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool backward = control_.backward && (s_.lower_backward_next || !control_.forward);
     s_.lower_backward_next = !s_.lower_backward_next;
@@ -201,13 +203,19 @@ void IterationController::observe_check(std::int64_t batch, double error,
     int fw = s_.forward, bw = s_.backward;
     (backward ? bw : fw) -= 1;
     const bool half = backward ? s_.backward_half_steps : s_.forward_half_steps;
-    if ((backward ? bw : fw) < lowest(half) || barred(fw, bw, batch)) continue;
+    if ((backward ? bw : fw) < lowest(half)) continue;
+    if (const auto until = bar_end(fw, bw, batch)) {
+      first_bar_end = std::min(first_bar_end.value_or(*until), *until);
+      continue;
+    }
     s_.before_lowering = std::make_pair(s_.forward, s_.backward);
     s_.forward = fw;
     s_.backward = bw;
     s_.next_check = batch + 1;  // verify the lower setting at once
     return;
   }
+  // Only bars stood in the way: try again when the first of them ends.
+  if (first_bar_end) s_.next_check = std::min(s_.next_check, *first_bar_end);
 }
 
 }  // namespace weft::train

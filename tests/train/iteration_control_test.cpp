@@ -150,13 +150,23 @@ TEST(IterationControl, AFailedLoweringIsUndoneAndBarred) {
   c.observe_check(6, 0.1);  // fails too: back to (2, 2), (1, 2) barred until batch 14
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 2);
-  c.observe_check(8, 0.001);  // both lowerings barred: kept, the next check a period later
+  // Both lowerings barred: kept, and the next check comes when the first bar ends (batch 9),
+  // not a check period later.
+  c.observe_check(8, 0.001);
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 2);
-  EXPECT_FALSE(c.check_due(27));
+  EXPECT_TRUE(c.check_due(9));
   c.observe_check(9, 0.001);  // (2, 1)'s bar has ended
   EXPECT_EQ(c.forward_iterations(), 2);
   EXPECT_EQ(c.backward_iterations(), 1);
+  // A bar that ends after the next regular check does not move it; a check that lowers
+  // nothing for want of spare error ignores the bars.
+  train::IterationController d(every20, 2, 2);
+  d.observe_check(0, 0.001);  // (2, 1)
+  d.observe_check(1, 0.1);    // barred until 9
+  d.observe_check(5, 0.02);   // passes, not 4x better: no lowering wanted, next check at 25
+  EXPECT_FALSE(d.check_due(24));
+  EXPECT_TRUE(d.check_due(25));
 }
 
 // Each further failure of a setting bars it twice as long, up to 64 retry periods; a setting
@@ -174,8 +184,10 @@ TEST(IterationControl, BarsGrowWithEachFailureAndStartOverAfterAPass) {
     ASSERT_EQ(c.state().bars.size(), 1u);
     EXPECT_EQ(c.state().bars[0].until, until) << failure;
     EXPECT_EQ(c.backward_iterations(), 2);
-    c.observe_check(until - 1, 0.001);  // still barred: kept
+    c.observe_check(until - 1, 0.001);  // still barred: kept, looked at again when it ends
     EXPECT_EQ(c.backward_iterations(), 2) << failure;
+    EXPECT_TRUE(c.check_due(until)) << failure;
+    EXPECT_FALSE(c.check_due(until - 1)) << failure;
     batch = until;
     c.observe_check(batch, 0.001);  // the bar has ended: lowered again
   }

@@ -71,6 +71,54 @@ TEST_F(StagesTrain, ExactModeWithBatchNormAndDropoutEqualsSerialLibTorchInTraini
   EXPECT_EQ(three[0]["model"], "stages");
 }
 
+// The recipe's forward (2 levels, cf 2, one iteration without skip) is the network's own forward
+// for 2 steps per stage, the default: its MGRIT test loss equals the exact one, and it trains
+// as two iterations with skip do (the recipe before 7 Dec 2026). One iteration with skip is
+// another function (docs/training.md §4a).
+TEST_F(StagesTrain, TheRecipesOneForwardIterationIsTheNetworksForwardForTwoStepsPerStage) {
+  const fs::path dir = work_dir();
+  const std::string args =
+      "--model stages --stage-channels 4,4,4 --train-size 200 --test-size 200 --batch 20 "
+      "--epochs 1 --lr-schedule constant";
+  const auto recipe = train(2, args, dir, "recipe");
+  const auto two_skipping = train(2, args + " --fwd-iters 2 --fwd-skip 1", dir, "two");
+  const auto one_skipping = train(2, args + " --fwd-iters 1 --fwd-skip 1", dir, "one");
+  for (const auto* run : {&recipe, &two_skipping, &one_skipping}) {
+    ASSERT_EQ(run->size(), 1u);
+    ASSERT_TRUE((*run)[0].contains("mgrit_test_loss")) << (*run)[0].dump();
+  }
+  EXPECT_EQ(recipe[0]["fwd_levels"], 2);
+  expect_relative(recipe[0]["mgrit_test_loss"], recipe[0]["test_loss"], 1e-5,
+                  "the recipe's MGRIT forward against the network's");
+  expect_relative(recipe[0]["train_loss"], two_skipping[0]["train_loss"], 1e-4,
+                  "train loss against two iterations with skip");
+  expect_relative(recipe[0]["test_loss"], two_skipping[0]["test_loss"], 1e-4,
+                  "test loss against two iterations with skip");
+  const double gap = std::abs(one_skipping[0]["mgrit_test_loss"].get<double>() -
+                              one_skipping[0]["test_loss"].get<double>());
+  // Outside the tolerance the recipe is within (6e-5 relative here, after 10 batches).
+  EXPECT_GT(gap, 1e-5 * one_skipping[0]["test_loss"].get<double>())
+      << "one iteration with skip evaluated like the network";
+  // Where a stage has more steps, or the forward is told to skip, the recipe's forward is two
+  // iterations with skip (the closer of the two there; docs/training.md §4a).
+  const std::string tiny =
+      "train --model stages --stage-channels 4,4,4 --train-size 20 --test-size 20 --batch 20 "
+      "--epochs 1 --no-progress";
+  for (const auto& [flags, forward] :
+       {std::make_pair(std::string(""), "initial phase none, max_iterations 1,"),
+        std::make_pair(std::string(" --stage-steps 2,3,2"),
+                       "initial phase skip, max_iterations 2,"),
+        std::make_pair(std::string(" --fwd-skip 1"), "initial phase skip, max_iterations 2,")}) {
+    const Outcome run = weft(2, tiny + flags, dir);
+    ASSERT_EQ(run.code, 0) << flags << run.out << run.err;
+    const auto line = run.out.find("forward:  ");
+    ASSERT_NE(line, std::string::npos) << run.out;
+    EXPECT_NE(run.out.substr(line, run.out.find('\n', line) - line).find(forward),
+              std::string::npos)
+        << "'" << flags << "': " << run.out;
+  }
+}
+
 TEST_F(StagesTrain, ReplicasEqualSerialTrainingWithTheGlobalBatch) {
   const fs::path dir = work_dir();
   const std::string args = kSmall + "--epochs 1 --batchnorm 0 --exact";
@@ -92,8 +140,9 @@ TEST_F(StagesTrain, OneCheckpointResumesAtAnotherSplitAndMultilevelReportsItsLev
   const std::string ck = (dir / "ck").string();
   // The stages recipe (2 levels, cf 2, both directions) with a constant learning rate: the
   // cosine decay runs over --epochs, so a 1-epoch run's epoch 1 is not a 2-epoch run's; one
-  // forward iteration, whose forward is not the network's (docs/training.md §4a).
-  const std::string ml = " --lr-schedule constant --fwd-iters 1";
+  // forward iteration that skips, whose forward is not the network's (docs/training.md §4a;
+  // the recipe's one iteration without skip is).
+  const std::string ml = " --lr-schedule constant --fwd-iters 1 --fwd-skip 1";
   const auto first =
       train(4, kSmall + "--epochs 1 --data-ranks 2 --checkpoint " + ck + ml, dir, "a");
   ASSERT_EQ(first.size(), 1u);

@@ -32,7 +32,9 @@
 //       forward_tolerance / 4 (without f: e <= gradient_tolerance / 4); the next batch
 //       verifies it. The forward's lowering is judged by the forward's own error because the
 //       gradient's error is mostly the adjoint's: the verification says whether the gradient
-//       stays within its tolerance.
+//       stays within its tolerance. Where the only lowerings its errors allow are barred, the
+//       next check comes when the first of those bars ends, if that is sooner: a barred
+//       setting is tried again at the end of its bar, not up to a check period after it.
 //     - otherwise the counts stay.
 //     Why the forward's error: with too few forward iterations the weights fit the MGRIT
 //     forward, a different function from the network's, while the gradient of that function
@@ -180,7 +182,8 @@ class IterationController {
     return half ? 2 * control_.max_iterations : control_.max_iterations;
   }
   void raise(bool forward, bool backward);
-  bool barred(int forward, int backward, std::int64_t batch) const;
+  /// The batch at which the bar on (forward, backward) ends, if that setting is barred now.
+  std::optional<std::int64_t> bar_end(int forward, int backward, std::int64_t batch) const;
   IterationControl control_;
   State s_;
 };

@@ -37,11 +37,16 @@ struct ModelKind {
   /// Channels of the full-resolution state (the memory preflight's lower bound); 0 if none.
   std::int64_t (*state_channels)(const ModelConfig&) = nullptr;
   /// The training defaults front ends offer for the kind (options given win): MGRIT levels,
-  /// coarsening factor and iterations of both solves, epochs, the learning rate and schedule.
+  /// coarsening factor and iterations of both solves, epochs, the learning rate and schedule,
+  /// and whether each solve skips the relaxation of its first down-cycle. A forward that
+  /// skips (so chosen, or in a network with a stage of more than `short_stage_steps` steps,
+  /// where the recipe's forward skips; 0: no limit) takes `forward_iterations_skipping`.
   struct Recipe {
     int levels = 1, cfactor = 4, forward_iterations = 2, backward_iterations = 1, epochs = 2;
     double lr = 1e-3;
     std::string lr_schedule = "constant";
+    bool forward_skip = true, backward_skip = true;
+    int short_stage_steps = 0, forward_iterations_skipping = 2;
   };
   Recipe recipe;
   std::string cell;  ///< recurrent kinds: the cell, "gru" or "lstm"
