@@ -653,9 +653,9 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
          fmt::format("initialisation and shuffling seed (default {})", D::seed));
   f->add(*cmd, "--threads", "INT", "torch threads per rank; 0 = cores / ranks (default 0)");
   const train::ModelKind::Recipe& staged = train::model_kind("stages").recipe;
-  const std::string long_stages =
+  const std::string skipping_forward =
       fmt::format(", {} where the forward skips", staged.forward_iterations_skipping);
-  const std::string long_stages_skip =
+  const std::string long_stages =
       fmt::format(", 1 where a stage has more than {} steps", staged.short_stage_steps);
   for (const std::string dir : {"fwd", "bwd"}) {
     const std::string what = dir == "fwd" ? "forward" : "backward (adjoint)";
@@ -669,7 +669,7 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
                        "train: auto = chosen batch by batch from the solves' residuals and "
                        "exact-gradient checks, starting from the default (--auto-*)",
                        what, fwd ? exact.fwd_iters : exact.bwd_iters,
-                       fwd ? stages.fwd_iters : stages.bwd_iters, fwd ? long_stages : ""));
+                       fwd ? stages.fwd_iters : stages.bwd_iters, fwd ? skipping_forward : ""));
     f->add(*cmd, ("--" + dir + "-cf").c_str(), "INT[,INT...]",
            fmt::format("{} coarsening factor per level (default {}; {} with --model stages)", what,
                        exact.cf, stages.cf));
@@ -681,7 +681,7 @@ std::shared_ptr<TrainFlags> add_network_flags(CLI::App& command) {
     f->add(*cmd, ("--" + dir + "-skip").c_str(), "0|1",
            fmt::format("{}: skip the first down-cycle (default {}; {} with --model stages{})", what,
                        fwd ? exact.fwd_skip : exact.bwd_skip,
-                       fwd ? stages.fwd_skip : stages.bwd_skip, fwd ? long_stages_skip : ""));
+                       fwd ? stages.fwd_skip : stages.bwd_skip, fwd ? long_stages : ""));
   }
   cmd->add_flag("--exact", f->exact,
                 "exact mode: one level forward and backward (sequential chains over the ranks; "

@@ -113,17 +113,19 @@ const std::vector<std::string> kRecurrentFields{
 // come closer (f 0.12-0.14 against 0.20-0.21 at 3 and 4 steps). The recurrent models' cost is
 // mostly per step, so they get fewer epochs of a larger rate.
 const ModelKind::Recipe kExact{};
-const ModelKind::Recipe kStages{2,
-                                2,
-                                1,
-                                1,
-                                5,
-                                0.003,
-                                "cosine",
-                                /*forward_skip=*/false,
-                                /*backward_skip=*/true,
-                                /*short_stage_steps=*/2,
-                                /*forward_iterations_skipping=*/2};
+const ModelKind::Recipe kStages = [] {
+  ModelKind::Recipe r;
+  r.levels = 2;
+  r.cfactor = 2;
+  r.forward_iterations = 1;
+  r.forward_skip = false;
+  r.short_stage_steps = 2;  // longer stages: the forward skips, 2 iterations
+  r.backward_iterations = 1;
+  r.epochs = 5;
+  r.lr = 0.003;
+  r.lr_schedule = "cosine";
+  return r;
+}();
 const ModelKind::Recipe kRecurrent{1, 4, 2, 1, 3, 0.002, "constant"};
 
 std::vector<ModelKind> registered() {
