@@ -56,13 +56,8 @@ struct Recipe {
   std::string fwd_iters_skipping;  // the forward's iterations where it skips
 };
 
-// `model` may be any text (it is checked later): an unknown one gets the default model's.
-Recipe recipe_of(const std::string& model) {
-  const auto& kinds = train::model_kinds();
-  const bool known = std::any_of(kinds.begin(), kinds.end(),
-                                 [&](const train::ModelKind& k) { return k.name == model; });
-  const train::ModelKind::Recipe& r =
-      train::model_kind(known ? model : TrainDefaults::model).recipe;
+// A recipe as flag text.
+Recipe as_text(const train::ModelKind::Recipe& r) {
   return {std::to_string(r.levels),
           std::to_string(r.cfactor),
           std::to_string(r.forward_iterations),
@@ -75,17 +70,12 @@ Recipe recipe_of(const std::string& model) {
           std::to_string(r.forward_iterations_skipping)};
 }
 
-// The recipe for the network as configured: with a stage longer than the recipe's short
-// stages, the forward skips.
-Recipe recipe_for(const train::ModelConfig& model) {
-  Recipe recipe = recipe_of(model.kind);
-  const train::ModelKind::Recipe& r = train::model_kind(model.kind).recipe;
-  const auto& steps = model.stage_steps;
-  if (r.short_stage_steps > 0 && std::any_of(steps.begin(), steps.end(), [&](std::int64_t n) {
-        return n > r.short_stage_steps;
-      }))
-    recipe.fwd_skip = "1";
-  return recipe;
+// `model` may be any text (it is checked later): an unknown one gets the default model's.
+Recipe recipe_of(const std::string& model) {
+  const auto& kinds = train::model_kinds();
+  const bool known = std::any_of(kinds.begin(), kinds.end(),
+                                 [&](const train::ModelKind& k) { return k.name == model; });
+  return as_text(train::model_kind(known ? model : TrainDefaults::model).recipe);
 }
 
 constexpr long long kMaxSteps = 1000000;
@@ -440,7 +430,7 @@ TrainConfig resolve_train(const Flags& f) {
     invalid_value("--batch", f.get("--batch", batch_default),
                   "a multiple of --data-ranks " + std::to_string(c.data_ranks),
                   "each replica takes batch / data-ranks images");
-  const Recipe recipe = recipe_for(c.model);
+  const Recipe recipe = as_text(train::recipe_for(c.model));
   c.epochs = static_cast<int>(
       parse_integer("--epochs", f.get("--epochs", recipe.epochs), 1, "an integer >= 1"));
   c.train_size = parse_integer("--train-size", f.get("--train-size", "-1"), -1,

@@ -175,6 +175,14 @@ const ModelKind& model_kind(const std::string& name) {
   throw InvalidOption("ModelConfig", "kind", "'" + name + "' is invalid; accepted: " + accepted);
 }
 
+ModelKind::Recipe recipe_for(const ModelConfig& m) {
+  ModelKind::Recipe r = model_kind(m).recipe;
+  const auto longer = [&](std::int64_t steps) { return steps > r.short_stage_steps; };
+  if (r.short_stage_steps > 0 && std::any_of(m.stage_steps.begin(), m.stage_steps.end(), longer))
+    r.forward_skip = true;
+  return r;
+}
+
 std::vector<std::string> model_kind_names(int spatial_dims) {
   std::vector<std::string> names;
   for (const ModelKind& k : model_kinds())

@@ -686,6 +686,16 @@ TEST(ModelRegistry, EveryKindBuildsTheChainItAnnounces) {
             (std::vector<std::string>{"resnet", "stages", "conv3d", "gru", "lstm"}));
   EXPECT_EQ(train::model_kind_names(3), std::vector<std::string>{"conv3d"});
   EXPECT_EQ(train::model_kinds_with("dropout"), (std::vector<std::string>{"stages", "conv3d"}));
+  // The stages recipe's forward skips (two iterations) where a stage is longer than 2 steps.
+  train::ModelConfig staged;
+  staged.kind = "stages";
+  EXPECT_FALSE(train::recipe_for(staged).forward_skip);
+  EXPECT_EQ(train::recipe_for(staged).forward_iterations, 1);
+  staged.stage_steps = {2, 3, 2};
+  EXPECT_TRUE(train::recipe_for(staged).forward_skip);
+  EXPECT_EQ(train::recipe_for(staged).forward_iterations_skipping, 2);
+  staged.kind = "resnet";
+  EXPECT_TRUE(train::recipe_for(staged).forward_skip);
   try {
     train::model_kind("transformer");
     ADD_FAILURE() << "an unknown kind was accepted";

@@ -69,6 +69,9 @@ const ModelKind& model_kind(const std::string& name);
 inline const ModelKind& model_kind(const ModelConfig& m) {
   return model_kind(m.kind);
 }
+/// The recipe of `m`'s kind for that network: where a stage has more than the recipe's
+/// `short_stage_steps` steps, a forward that skips.
+ModelKind::Recipe recipe_for(const ModelConfig& m);
 /// The selectable kinds' names; with spatial_dims 2 or 3 only those taking such examples.
 std::vector<std::string> model_kind_names(int spatial_dims = 0);
 /// The selectable kinds with `field`.
